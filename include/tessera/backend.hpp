@@ -1,0 +1,132 @@
+// tessera/backend.hpp - tessera::backend, the long-lived owner of the thread pool and caches, and
+// backend_options. Start here: build one backend, then call backend::run for each batch of work.
+#pragma once
+
+#include <tessera/detail/backend_core.hpp>
+#include <tessera/session.hpp>
+#include <tessera/stats.hpp>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+namespace tessera {
+
+/// Construction options for a backend. Each `with_*` returns a modified copy, so options chain:
+/// `backend_options{}.with_threads(4).with_session_slots(2)`.
+struct backend_options {
+    /// Threads one session may use, itself included. Unset: the TESSERA_NUM_THREADS environment
+    /// variable if set, else the process's CPU-affinity count. 1 gives an inline backend that
+    /// never touches oneTBB. A value below 1 is a config_error.
+    std::optional<int> threads;
+    /// Application threads that may hold sessions at once; further callers wait for a slot.
+    /// Each slot is an arena slot reserved for application threads (at least 1).
+    int session_slots = 1;
+    /// The most payload bytes the buffer pool owns, free or lent out. Allocations beyond the cap
+    /// come from the heap and go straight back to it, so retained bytes never exceed the cap.
+    std::size_t retained_bytes_cap = std::size_t{512} << 20;
+    /// Elementwise ops over fewer elements than this run inline on the session's thread.
+    /// Waking a second thread costs ~2.4 us warm; 32k floats is about that much work.
+    std::size_t elementwise_grain = std::size_t{1} << 15;
+
+    backend_options with_threads(int n) const {
+        backend_options o = *this;
+        o.threads = n;
+        return o;
+    }
+    backend_options with_session_slots(int n) const {
+        backend_options o = *this;
+        o.session_slots = n;
+        return o;
+    }
+    backend_options with_retained_bytes_cap(std::size_t bytes) const {
+        backend_options o = *this;
+        o.retained_bytes_cap = bytes;
+        return o;
+    }
+    backend_options with_elementwise_grain(std::size_t elements) const {
+        backend_options o = *this;
+        o.elementwise_grain = elements;
+        return o;
+    }
+};
+
+/// Owns a persistent oneTBB task_arena (none when threads == 1), the buffer pool and statistics.
+///
+/// Create one and share it; any number of application threads may call run() concurrently.
+/// Destroying a backend while one of its sessions is open is a checked error; tensors may outlive
+/// it (their blocks then go back to the heap).
+///
+///     tessera::backend be{tessera::backend_options{}.with_threads(4)};
+///     float total = be.run([&](tessera::session& s) { return work(s); });
+class backend {
+public:
+    /// Builds a backend with default options (see backend_options::threads).
+    backend();
+    /// Builds a backend; throws config_error for invalid options or TESSERA_NUM_THREADS.
+    explicit backend(const backend_options& options);
+    ~backend();
+    backend(const backend&) = delete;
+    backend& operator=(const backend&) = delete;
+
+    /// Runs `fn(session&)` in a session of this backend and returns its result or rethrows its
+    /// exception.
+    ///
+    /// - On a multi-thread backend it enters the arena once (isolated) and opens a session.
+    /// - On a one-thread backend it opens the session inline: no arena, no oneTBB call.
+    /// - On a thread already inside a session of this backend it reuses that session.
+    /// - Inside a parallel chunk of this backend it opens a child session with its own workspace.
+    /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
+    /// may run it on an arena thread while the caller waits. Results are returned by value.
+    template <class Fn>
+    std::invoke_result_t<Fn&, session&> run(Fn&& fn) {
+        using result = std::invoke_result_t<Fn&, session&>;
+        static_assert(!std::is_reference_v<result>,
+                      "backend::run: fn must return by value; a session's storage does not "
+                      "outlive it");
+        using detail::entry_kind;
+        using detail::session_access;
+        detail::thread_state& ts = detail::this_thread;
+        detail::backend_core& core = *core_;
+
+        if (session* open = ts.innermost; open != nullptr && session_access::belongs_to(*open, core)) {
+            ++session_access::counters(*open).nested_reuses;
+            return std::invoke(fn, *open);
+        }
+        tbb::task_arena* arena = core.arena();
+        if (arena == nullptr) return session_access::open(core, entry_kind::inline_thread, fn);
+
+        // Isolation keeps this thread from picking up unrelated tasks (another session's chunks)
+        // while it waits inside the session.
+        const entry_kind kind = ts.chunk_of == &core ? entry_kind::child : entry_kind::arena;
+        auto isolated = [&]() -> result {
+            return tbb::this_task_arena::isolate(
+                [&]() -> result { return session_access::open(core, kind, fn); });
+        };
+        if (kind == entry_kind::child) return isolated();
+        return arena->execute(isolated);
+    }
+
+    /// Returns a snapshot of the counters (see tessera::stats). Thread-safe.
+    tessera::stats stats() const;
+
+    /// Frees the retained blocks of the shared pool and of every workspace not leased right now;
+    /// returns the bytes freed. Thread-safe.
+    std::size_t trim() noexcept;
+
+    /// Returns the thread count one session may use (1 for an inline backend).
+    int threads() const noexcept { return core_->settings().threads; }
+    /// Returns how many application threads may hold sessions at once.
+    int session_slots() const noexcept { return core_->settings().session_slots; }
+    /// Returns the options after defaults and the environment were applied.
+    backend_options options() const noexcept;
+
+private:
+    std::unique_ptr<detail::backend_core> core_;
+};
+
+}  // namespace tessera

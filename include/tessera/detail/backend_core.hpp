@@ -1,0 +1,99 @@
+// tessera/detail/backend_core.hpp - the state a backend owns: the task_arena (none for one thread),
+// the workspace table, the shared pool and the published counters. Construction, teardown, the
+// slow lease and pool paths and stats() live in src/backend.cpp and src/buffer_pool.cpp.
+// Includes oneTBB.
+#pragma once
+
+#include <tessera/detail/counters.hpp>
+#include <tessera/detail/pool.hpp>
+#include <tessera/detail/thread_state.hpp>
+#include <tessera/stats.hpp>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace tessera::detail {
+
+/// Backend settings after defaults, the environment and validation have been applied.
+struct backend_settings {
+    int threads = 1;
+    int session_slots = 1;
+    std::size_t retained_bytes_cap = 0;
+    std::size_t elementwise_grain = 0;
+};
+
+/// What a session borrows: free lists it may use without locks, and the counters it publishes to.
+/// Leased by one thread at a time; the `leased` flag's acquire/release hands it over.
+struct alignas(64) workspace {
+    std::atomic<bool> leased{false};
+    free_lists lists;
+    published_counters published;
+};
+
+class backend_core {
+public:
+    explicit backend_core(const backend_settings& settings);
+    ~backend_core();
+    backend_core(const backend_core&) = delete;
+    backend_core& operator=(const backend_core&) = delete;
+
+    std::uint64_t id() const noexcept { return id_; }
+    const backend_settings& settings() const noexcept { return settings_; }
+    /// The arena, or nullptr for a one-thread backend (which never touches oneTBB).
+    tbb::task_arena* arena() noexcept { return arena_.get(); }
+
+    /// Leases a workspace for a session on the calling thread. Lock-free unless every workspace
+    /// in the table is taken.
+    workspace& lease(thread_state& ts) {
+        workspace& w = table_[thread_ordinal(ts) & (table_size - 1)];
+        if (!w.leased.load(std::memory_order_relaxed) &&
+            !w.leased.exchange(true, std::memory_order_acquire))
+            return w;
+        return lease_slow(ts);
+    }
+
+    /// Publishes a closing session's counters and hands its workspace back.
+    void give_back(workspace& w, const session_counters& c) noexcept {
+        w.published.merge(c, w.lists.retained_bytes);
+        w.leased.store(false, std::memory_order_release);
+    }
+
+    /// Serves a block of `size_class` when the session's workspace has none free: from the shared pool, else the heap.
+    block_header* refill(unsigned size_class, session_counters& c);
+
+    /// Takes a block freed outside any session of this backend (caller holds the registry lock).
+    void take_back(block_header* b) noexcept;
+
+    stats snapshot() const;
+    std::size_t trim() noexcept;
+
+private:
+    workspace& lease_slow(thread_state& ts);
+
+    // 64 slots cover any realistic number of concurrent sessions; past that, lease_slow makes
+    // overflow workspaces under the mutex.
+    static constexpr std::size_t table_size = 64;
+
+    std::uint64_t id_;
+    backend_settings settings_;
+    std::unique_ptr<tbb::task_arena> arena_;
+    std::unique_ptr<workspace[]> table_;
+
+    mutable std::mutex mutex_;  // guards shared_ and overflow_
+    free_lists shared_;         // blocks freed outside any session of this backend
+    std::vector<std::unique_ptr<workspace>> overflow_;
+    std::atomic<std::size_t> pooled_bytes_{0};  // payload bytes of live pooled blocks, free or lent
+};
+
+/// Returns a block to where it belongs: the innermost session's workspace when that session is of
+/// the block's backend (no lock), else the backend's shared pool, else the heap if the backend is
+/// gone.
+void release_block_slow(block_header* b) noexcept;
+
+}  // namespace tessera::detail

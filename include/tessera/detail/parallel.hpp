@@ -1,0 +1,35 @@
+// tessera/detail/parallel.hpp - the parallel policy: one helper that decides, from the work size,
+// whether an op step runs inline on the session's thread or fans out with tbb::parallel_for.
+// Includes oneTBB.
+#pragma once
+
+#include <tessera/session.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <cstddef>
+
+namespace tessera::detail {
+
+/// Calls `body(begin, end)` over [0, n): inline when the backend has one thread or n is at most
+/// `grain` (nothing is woken), else split into chunks of at least `grain` items across the arena.
+/// Each decision is counted as an inline or a parallel dispatch.
+template <class Body>
+void parallel_range(session& s, std::size_t n, std::size_t grain, const Body& body) {
+    backend_core& core = session_access::core(s);
+    session_counters& counters = session_access::counters(s);
+    if (n <= grain || core.arena() == nullptr) {
+        ++counters.inline_dispatches;
+        body(std::size_t{0}, n);
+        return;
+    }
+    ++counters.parallel_dispatches;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                          chunk_scope in_chunk(core);
+                          body(r.begin(), r.end());
+                      });
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,46 @@
+// tessera/stats.hpp - tessera::stats, the counter snapshot returned by backend::stats().
+// Counters are exact and deterministic for a given program, so tests pin them.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera {
+
+/// A snapshot of a backend's counters. Values are cumulative since the backend was built, except
+/// `open_sessions` and `bytes_retained`, which describe the moment of the snapshot.
+///
+/// A session keeps its counters in plain integers and merges them into the backend once, when it
+/// closes, so a snapshot taken while sessions run reflects the sessions that have closed.
+struct stats {
+    std::uint64_t sessions = 0;             ///< sessions closed (top-level and child)
+    std::uint64_t arena_entries = 0;        ///< top-level sessions that entered the task_arena
+    std::uint64_t inline_entries = 0;       ///< top-level sessions of a one-thread backend
+    std::uint64_t nested_reuses = 0;        ///< `run` calls that reused the thread's open session
+    std::uint64_t child_sessions = 0;       ///< sessions opened inside a parallel chunk
+    std::uint64_t parallel_dispatches = 0;  ///< op steps that fanned out with tbb::parallel_for
+    std::uint64_t inline_dispatches = 0;    ///< op steps that ran inline on the session thread
+    std::uint64_t pool_hits = 0;            ///< blocks served from a workspace or the shared pool
+    std::uint64_t pool_misses = 0;          ///< blocks that had to come from the heap
+    std::uint64_t bytes_retained = 0;       ///< bytes in free lists, ready for reuse
+    std::uint64_t open_sessions = 0;        ///< workspaces leased right now (0 when idle)
+
+    friend bool operator==(const stats&, const stats&) = default;
+};
+
+/// Returns `after - before` for every cumulative counter; `bytes_retained` and `open_sessions`
+/// are taken from `after`. Handy for pinning what one piece of code did.
+constexpr stats operator-(const stats& after, const stats& before) noexcept {
+    stats d = after;
+    d.sessions -= before.sessions;
+    d.arena_entries -= before.arena_entries;
+    d.inline_entries -= before.inline_entries;
+    d.nested_reuses -= before.nested_reuses;
+    d.child_sessions -= before.child_sessions;
+    d.parallel_dispatches -= before.parallel_dispatches;
+    d.inline_dispatches -= before.inline_dispatches;
+    d.pool_hits -= before.pool_hits;
+    d.pool_misses -= before.pool_misses;
+    return d;
+}
+
+}  // namespace tessera

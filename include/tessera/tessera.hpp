@@ -1,0 +1,13 @@
+// tessera/tessera.hpp - the umbrella header: includes the whole public API.
+// Start with tessera::backend (backend.hpp) and backend::run, which hands you a tessera::session.
+#pragma once
+
+#include <tessera/backend.hpp>
+#include <tessera/error.hpp>
+#include <tessera/ops/elementwise.hpp>
+#include <tessera/parallel.hpp>
+#include <tessera/session.hpp>
+#include <tessera/shape.hpp>
+#include <tessera/stats.hpp>
+#include <tessera/tensor.hpp>
+#include <tessera/version.hpp>

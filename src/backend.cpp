@@ -1,0 +1,205 @@
+// Backend construction and teardown, option resolution, the slow lease and refill paths, stats()
+// and trim().
+#include "registry.hpp"
+
+#include <tessera/backend.hpp>
+#include <tessera/error.hpp>
+
+#include <oneapi/tbb/info.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <mutex>
+#include <string_view>
+
+namespace tessera {
+namespace detail {
+namespace {
+
+// Upper bound for a thread count given by option or environment: far above any real machine, low
+// enough to catch a typo such as TESSERA_NUM_THREADS=10000000.
+constexpr int max_threads = 4096;
+
+int threads_from_environment_or_default() {
+    const char* env = std::getenv("TESSERA_NUM_THREADS");
+    if (env == nullptr) return tbb::info::default_concurrency();
+    const std::string_view text(env);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < 1 ||
+        value > max_threads)
+        throw config_error(fmt::format(
+            "backend: TESSERA_NUM_THREADS=\"{}\" is not a thread count between 1 and {}", text,
+            max_threads));
+    return value;
+}
+
+backend_settings resolve(const backend_options& o) {
+    backend_settings s;
+    if (o.threads.has_value()) {
+        if (*o.threads < 1 || *o.threads > max_threads)
+            throw config_error(fmt::format("backend: threads must be between 1 and {}, got {}",
+                                           max_threads, *o.threads));
+        s.threads = *o.threads;
+    } else {
+        s.threads = threads_from_environment_or_default();
+    }
+    if (o.session_slots < 1 || o.session_slots > max_threads)
+        throw config_error(fmt::format("backend: session_slots must be between 1 and {}, got {}",
+                                       max_threads, o.session_slots));
+    s.session_slots = o.session_slots;
+    s.retained_bytes_cap = o.retained_bytes_cap;
+    s.elementwise_grain = o.elementwise_grain;
+    return s;
+}
+
+bool is_leased(const workspace& w) noexcept { return w.leased.load(std::memory_order_acquire); }
+
+void add_published(stats& to, const workspace& w) noexcept {
+    const published_counters& p = w.published;
+    constexpr auto relaxed = std::memory_order_relaxed;
+    to.sessions += p.sessions.load(relaxed);
+    to.arena_entries += p.arena_entries.load(relaxed);
+    to.inline_entries += p.inline_entries.load(relaxed);
+    to.nested_reuses += p.nested_reuses.load(relaxed);
+    to.child_sessions += p.child_sessions.load(relaxed);
+    to.parallel_dispatches += p.parallel_dispatches.load(relaxed);
+    to.inline_dispatches += p.inline_dispatches.load(relaxed);
+    to.pool_hits += p.pool_hits.load(relaxed);
+    to.pool_misses += p.pool_misses.load(relaxed);
+    to.bytes_retained += p.bytes_retained.load(relaxed);
+    to.open_sessions += is_leased(w) ? 1 : 0;
+}
+
+}  // namespace
+
+std::uint32_t assign_thread_ordinal() noexcept {
+    static std::atomic<std::uint32_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+backend_core::backend_core(const backend_settings& settings)
+    : id_(next_backend_id()), settings_(settings), table_(new workspace[table_size]) {
+    if (settings_.threads > 1) {
+        // threads - 1 workers serve every session; each session slot is reserved for an
+        // application thread, so a session always has its own thread plus the workers.
+        arena_ = std::make_unique<tbb::task_arena>(settings_.threads - 1 + settings_.session_slots,
+                                                   settings_.session_slots);
+        // Initialise now, not on first use: the first run should not pay for it, and the
+        // floating-point environment of the constructing thread is captured here.
+        arena_->initialize();
+    }
+    register_backend(this);
+}
+
+backend_core::~backend_core() {
+    for (std::size_t i = 0; i < table_size; ++i)
+        TESSERA_CHECK(!is_leased(table_[i]), "backend destroyed while one of its sessions is open");
+    unregister_backend(this);
+    arena_.reset();
+    free_all(shared_);
+    for (std::size_t i = 0; i < table_size; ++i) free_all(table_[i].lists);
+    for (auto& w : overflow_) {
+        TESSERA_CHECK(!is_leased(*w), "backend destroyed while one of its sessions is open");
+        free_all(w->lists);
+    }
+}
+
+workspace& backend_core::lease_slow(thread_state& ts) {
+    const std::size_t start = thread_ordinal(ts);
+    for (std::size_t i = 1; i < table_size; ++i) {
+        workspace& w = table_[(start + i) & (table_size - 1)];
+        if (!w.leased.load(std::memory_order_relaxed) &&
+            !w.leased.exchange(true, std::memory_order_acquire))
+            return w;
+    }
+    std::lock_guard lock(mutex_);
+    for (auto& w : overflow_)
+        if (!w->leased.exchange(true, std::memory_order_acquire)) return *w;
+    overflow_.push_back(std::make_unique<workspace>());
+    overflow_.back()->leased.store(true, std::memory_order_relaxed);
+    return *overflow_.back();
+}
+
+block_header* backend_core::refill(unsigned size_class, session_counters& c) {
+    {
+        std::lock_guard lock(mutex_);
+        if (block_header* b = shared_.pop(size_class)) {
+            ++c.pool_hits;
+            return b;
+        }
+    }
+    ++c.pool_misses;
+    const std::size_t bytes = std::size_t{1} << size_class;
+    const std::size_t before = pooled_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (before + bytes > settings_.retained_bytes_cap || before + bytes < before) {
+        // Over the cap: serve it from the heap, unpooled, so it goes straight back when freed.
+        pooled_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+        return heap_allocate_block(size_class, 0);
+    }
+    try {
+        return heap_allocate_block(size_class, id_);
+    } catch (...) {
+        pooled_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+        throw;
+    }
+}
+
+void backend_core::take_back(block_header* b) noexcept {
+    std::lock_guard lock(mutex_);
+    shared_.push(b);
+}
+
+stats backend_core::snapshot() const {
+    stats s;
+    for (std::size_t i = 0; i < table_size; ++i) add_published(s, table_[i]);
+    std::lock_guard lock(mutex_);
+    for (const auto& w : overflow_) add_published(s, *w);
+    s.bytes_retained += shared_.retained_bytes;
+    return s;
+}
+
+std::size_t backend_core::trim() noexcept {
+    std::size_t freed = 0;
+    auto trim_if_idle = [&](workspace& w) {
+        if (w.leased.exchange(true, std::memory_order_acquire)) return;  // in use: skip
+        freed += free_all(w.lists);
+        w.published.bytes_retained.store(0, std::memory_order_relaxed);
+        w.leased.store(false, std::memory_order_release);
+    };
+    for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);
+    std::lock_guard lock(mutex_);
+    for (auto& w : overflow_) trim_if_idle(*w);
+    freed += free_all(shared_);
+    pooled_bytes_.fetch_sub(freed, std::memory_order_relaxed);
+    return freed;
+}
+
+}  // namespace detail
+
+backend::backend() : backend(backend_options{}) {}
+
+backend::backend(const backend_options& options)
+    : core_(std::make_unique<detail::backend_core>(detail::resolve(options))) {}
+
+backend::~backend() = default;
+
+stats backend::stats() const { return core_->snapshot(); }
+
+std::size_t backend::trim() noexcept { return core_->trim(); }
+
+backend_options backend::options() const noexcept {
+    const detail::backend_settings& s = core_->settings();
+    backend_options o;
+    o.threads = s.threads;
+    o.session_slots = s.session_slots;
+    o.retained_bytes_cap = s.retained_bytes_cap;
+    o.elementwise_grain = s.elementwise_grain;
+    return o;
+}
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// Out-of-line throw helpers: the only place that formats error messages, so templates stay small
+// and nothing is formatted unless something is actually thrown. fmt is used here only.
+#include <tessera/error.hpp>
+#include <tessera/shape.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstddef>
+#include <span>
+
+namespace tessera::detail {
+namespace {
+
+std::string to_text(std::span<const std::size_t> dims) {
+    return fmt::format("[{}]", fmt::join(dims, ","));
+}
+
+}  // namespace
+
+void throw_rank_too_large(std::size_t rank) {
+    throw shape_error(fmt::format("shape: rank {} exceeds the maximum rank {}", rank, max_rank));
+}
+
+void throw_count_overflow(std::span<const std::size_t> dims) {
+    throw shape_error(
+        fmt::format("shape: the element count of {} overflows std::size_t", to_text(dims)));
+}
+
+void throw_block_too_large(std::size_t bytes) {
+    throw allocation_error(
+        fmt::format("allocate: {} bytes exceeds the largest block the pool can serve", bytes));
+}
+
+void throw_bytes_overflow(const char* op, std::size_t count, std::size_t element_size) {
+    throw allocation_error(fmt::format("{}: {} elements of {} bytes overflow std::size_t", op,
+                                       count, element_size));
+}
+
+void throw_shape_mismatch(const char* op, const shape& a, const shape& b) {
+    throw shape_error(
+        fmt::format("{}: shapes {} and {} do not match", op, to_text(a.dims()), to_text(b.dims())));
+}
+
+void throw_out_shape(const char* op, const shape& out, const shape& expected) {
+    throw shape_error(fmt::format("{}: out has shape {} but the result has shape {}", op,
+                                  to_text(out.dims()), to_text(expected.dims())));
+}
+
+}  // namespace tessera::detail
