@@ -1,0 +1,96 @@
+# Tests (label `package`) proving that a separate project can use tessera by both routes:
+#   package.install           installs this build into a scratch prefix (fixture tessera_installed)
+#   package.find_package      builds and runs find_package/ against that prefix
+#   package.add_subdirectory  builds and runs add_subdirectory/ against this source tree
+# Included from tests/CMakeLists.txt; needs the top-level variables TESSERA_INSTALL and
+# TESSERA_SANITIZE_FLAGS.
+
+set(_tessera_package_prefix "${CMAKE_CURRENT_BINARY_DIR}/package-prefix")
+get_property(_tessera_package_multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+
+# How ctest --build-and-test should drive the consumer builds: same generator, build tool and
+# compiler as this build.
+set(_tessera_package_generator --build-generator "${CMAKE_GENERATOR}")
+if(CMAKE_GENERATOR_PLATFORM)
+    list(APPEND _tessera_package_generator --build-generator-platform "${CMAKE_GENERATOR_PLATFORM}")
+endif()
+if(CMAKE_GENERATOR_TOOLSET)
+    list(APPEND _tessera_package_generator --build-generator-toolset "${CMAKE_GENERATOR_TOOLSET}")
+endif()
+if(CMAKE_MAKE_PROGRAM)
+    list(APPEND _tessera_package_generator --build-makeprogram "${CMAKE_MAKE_PROGRAM}")
+endif()
+if(_tessera_package_multi_config)
+    list(APPEND _tessera_package_generator --build-config $<CONFIG>)
+endif()
+
+# Options for configuring the consumers. A list inside one -D value must reach ctest as a single
+# argument, hence $<SEMICOLON>.
+set(_tessera_package_options
+    -DCMAKE_BUILD_TYPE=$<CONFIG>
+    "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}")
+# Objects built with a sanitizer only link into programs built with it, so the consumers get
+# this build's compile and link flags, sanitizer flags included.
+list(JOIN TESSERA_SANITIZE_FLAGS " " _tessera_package_sanitize)
+string(STRIP "${CMAKE_CXX_FLAGS} ${_tessera_package_sanitize}" _tessera_package_cxx_flags)
+string(STRIP "${CMAKE_EXE_LINKER_FLAGS} ${_tessera_package_sanitize}" _tessera_package_ld_flags)
+if(_tessera_package_cxx_flags)
+    list(APPEND _tessera_package_options "-DCMAKE_CXX_FLAGS=${_tessera_package_cxx_flags}")
+endif()
+if(_tessera_package_ld_flags)
+    list(APPEND _tessera_package_options "-DCMAKE_EXE_LINKER_FLAGS=${_tessera_package_ld_flags}")
+endif()
+
+# Where the dependencies (TBB, Eigen3, fmt) were found from, if the user had to say.
+list(JOIN CMAKE_PREFIX_PATH "$<SEMICOLON>" _tessera_package_user_prefix)
+
+if(TESSERA_INSTALL)
+    set(_tessera_package_install_config "")
+    if(_tessera_package_multi_config)
+        set(_tessera_package_install_config --config $<CONFIG>)
+    endif()
+    add_test(NAME package.install
+        COMMAND "${CMAKE_COMMAND}" --install "${PROJECT_BINARY_DIR}"
+                --prefix "${_tessera_package_prefix}" ${_tessera_package_install_config})
+    set_tests_properties(package.install PROPERTIES
+        LABELS package
+        FIXTURES_SETUP tessera_installed)
+
+    set(_tessera_package_prefix_path "${_tessera_package_prefix}")
+    if(_tessera_package_user_prefix)
+        string(APPEND _tessera_package_prefix_path "$<SEMICOLON>${_tessera_package_user_prefix}")
+    endif()
+    add_test(NAME package.find_package
+        COMMAND "${CMAKE_CTEST_COMMAND}"
+            --build-and-test
+                "${CMAKE_CURRENT_LIST_DIR}/find_package"
+                "${CMAKE_CURRENT_BINARY_DIR}/package-find_package"
+            ${_tessera_package_generator}
+            --build-options
+                "-DCMAKE_PREFIX_PATH=${_tessera_package_prefix_path}"
+                ${_tessera_package_options}
+            --test-command consumer)
+    set_tests_properties(package.find_package PROPERTIES
+        LABELS package
+        FIXTURES_REQUIRED tessera_installed
+        TIMEOUT 600)
+endif()
+
+set(_tessera_package_subdir_options "")
+if(_tessera_package_user_prefix)
+    set(_tessera_package_subdir_options "-DCMAKE_PREFIX_PATH=${_tessera_package_user_prefix}")
+endif()
+add_test(NAME package.add_subdirectory
+    COMMAND "${CMAKE_CTEST_COMMAND}"
+        --build-and-test
+            "${CMAKE_CURRENT_LIST_DIR}/add_subdirectory"
+            "${CMAKE_CURRENT_BINARY_DIR}/package-add_subdirectory"
+        ${_tessera_package_generator}
+        --build-options
+            "-DTESSERA_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+            ${_tessera_package_subdir_options}
+            ${_tessera_package_options}
+        --test-command consumer)
+set_tests_properties(package.add_subdirectory PROPERTIES
+    LABELS package
+    TIMEOUT 600)
