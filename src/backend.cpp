@@ -53,7 +53,8 @@ backend_settings resolve(const backend_options& o) {
                                        max_threads, o.session_slots));
     s.session_slots = o.session_slots;
     s.retained_bytes_cap = o.retained_bytes_cap;
-    s.elementwise_grain = o.elementwise_grain;
+    if (o.grain < 1) throw config_error("backend: grain must be at least 1");
+    s.grain = o.grain;
     return s;
 }
 
@@ -198,7 +199,7 @@ backend_options backend::options() const noexcept {
     o.threads = s.threads;
     o.session_slots = s.session_slots;
     o.retained_bytes_cap = s.retained_bytes_cap;
-    o.elementwise_grain = s.elementwise_grain;
+    o.grain = s.grain;
     return o;
 }
 

@@ -37,10 +37,34 @@ void throw_bytes_overflow(const char* op, std::size_t count, std::size_t element
                                        count, element_size));
 }
 
-void throw_shape_mismatch(const char* op, const shape& a, const shape& b) {
-    throw shape_error(
-        fmt::format("{}: shapes {} and {} do not match", op, to_text(a.dims()), to_text(b.dims())));
+void throw_broadcast_mismatch(const char* op, const shape& a, const shape& b) {
+    throw shape_error(fmt::format("{}: shapes {} and {} do not broadcast", op, to_text(a.dims()),
+                                  to_text(b.dims())));
 }
+
+void throw_partial_overlap(const char* op, std::size_t input) {
+    throw alias_error(fmt::format(
+        "{}: out overlaps input {} without being the same view; in-place use must pass the very "
+        "same elements",
+        op, input));
+}
+
+void throw_broadcast_output(const char* op) {
+    throw alias_error(fmt::format(
+        "{}: out repeats elements (an axis with stride 0); it cannot be written", op));
+}
+
+void throw_from_size(std::size_t given, const shape& s) {
+    throw shape_error(fmt::format("from: {} values given for shape {} ({} elements)", given,
+                                  to_text(s.dims()), s.count()));
+}
+
+void throw_ragged(std::size_t row, std::size_t got, std::size_t expected) {
+    throw shape_error(
+        fmt::format("from: row {} has {} values but row 0 has {}", row, got, expected));
+}
+
+void throw_arange_step() { throw shape_error("arange: step must not be 0"); }
 
 void throw_out_shape(const char* op, const shape& out, const shape& expected) {
     throw shape_error(fmt::format("{}: out has shape {} but the result has shape {}", op,

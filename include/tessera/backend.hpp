@@ -29,9 +29,10 @@ struct backend_options {
     /// The most payload bytes the buffer pool owns, free or lent out. Allocations beyond the cap
     /// come from the heap and go straight back to it, so retained bytes never exceed the cap.
     std::size_t retained_bytes_cap = std::size_t{512} << 20;
-    /// Elementwise ops over fewer elements than this run inline on the session's thread.
-    /// Waking a second thread costs ~2.4 us warm; 32k floats is about that much work.
-    std::size_t elementwise_grain = std::size_t{1} << 15;
+    /// Work (elements x the op family's relative cost, 1 for an addition) at or below which an
+    /// op runs inline on the session's thread; above it, work is split into chunks of at least
+    /// this much. Waking a second thread costs ~2.4 us warm; 32k float additions is about that.
+    std::size_t grain = std::size_t{1} << 15;
 
     backend_options with_threads(int n) const {
         backend_options o = *this;
@@ -48,9 +49,9 @@ struct backend_options {
         o.retained_bytes_cap = bytes;
         return o;
     }
-    backend_options with_elementwise_grain(std::size_t elements) const {
+    backend_options with_grain(std::size_t work) const {
         backend_options o = *this;
-        o.elementwise_grain = elements;
+        o.grain = work;
         return o;
     }
 };

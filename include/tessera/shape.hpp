@@ -41,6 +41,28 @@ public:
         count_ = overflow ? 0 : count;
     }
 
+    /// Builds a shape whose rank and element count the caller already knows to be valid (a
+    /// permutation or a narrowing of a valid shape); no checks.
+    static constexpr shape unchecked(std::span<const std::size_t> dims) noexcept {
+        shape s;
+        s.rank_ = dims.size();
+        s.count_ = 1;
+        for (std::size_t i = 0; i < s.rank_; ++i) {
+            s.dims_[i] = dims[i];
+            s.count_ *= dims[i];
+        }
+        return s;
+    }
+
+    /// Returns a copy with extent `n` on `axis`; `n` must not exceed the current extent.
+    constexpr shape narrowed(std::size_t axis, std::size_t n) const noexcept {
+        shape s = *this;
+        s.dims_[axis] = n;
+        s.count_ = 1;
+        for (std::size_t i = 0; i < rank_; ++i) s.count_ *= s.dims_[i];
+        return s;
+    }
+
     /// Returns the rank-1 shape [n].
     static constexpr shape of_length(std::size_t n) noexcept {
         shape s;

@@ -1,12 +1,19 @@
 // tessera/tensor.hpp - tessera::tensor<T>, an owning, move-only, dense row-major array whose
-// storage comes from a session's workspace, and the makers empty/zeros/full.
+// storage comes from a session's workspace, and its makers: empty, zeros, full, arange, from,
+// uniform, normal and clone.
 #pragma once
 
+#include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
+#include <tessera/tensor_view.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <random>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -15,19 +22,24 @@ namespace tessera {
 
 namespace detail {
 [[noreturn]] void throw_bytes_overflow(const char* op, std::size_t count, std::size_t element_size);
-}
+[[noreturn]] void throw_from_size(std::size_t given, const shape& s);
+[[noreturn]] void throw_ragged(std::size_t row, std::size_t got, std::size_t expected);
+[[noreturn]] void throw_arange_step();
+}  // namespace detail
 
-/// An owning, move-only, dense row-major tensor.
+/// An owning, move-only, dense row-major tensor of rank 0 to 8.
 ///
 /// Its block is borrowed from the workspace of the session that made it. When the tensor is
 /// destroyed the block goes back to that workspace (inside a session of the same backend), to the
 /// backend's shared pool (elsewhere), or to the heap (if the backend is gone): a tensor may safely
-/// outlive its session and its backend.
-template <class T>
+/// outlive its session and its backend. It converts implicitly to tensor_view<T> and
+/// tensor_view<const T>, which is how ops take it.
+///
+///     auto t = tessera::zeros<float>(s, {2, 3});
+///     t(1, 2) = 5.0f;
+///     tessera::tensor_view<const float> v = t.view().transpose();
+template <element T>
 class tensor {
-    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
-                  "tensor<T>: T must be a trivially copyable arithmetic-like type");
-
 public:
     using value_type = T;
 
@@ -35,12 +47,12 @@ public:
     tensor() noexcept = default;
     tensor(tensor&& other) noexcept
         : data_(std::exchange(other.data_, nullptr)),
-          shape_(std::exchange(other.shape_, no_elements())) {}
+          shape_(std::exchange(other.shape_, shape::of_length(0))) {}
     tensor& operator=(tensor&& other) noexcept {
         if (this != &other) {
             release();
             data_ = std::exchange(other.data_, nullptr);
-            shape_ = std::exchange(other.shape_, no_elements());
+            shape_ = std::exchange(other.shape_, shape::of_length(0));
         }
         return *this;
     }
@@ -52,23 +64,42 @@ public:
     std::size_t rank() const noexcept { return shape_.rank(); }
     /// Returns the element count (0 for a moved-from or default-built tensor).
     std::size_t size() const noexcept { return shape_.count(); }
+    std::size_t extent(std::size_t axis) const noexcept { return shape_[axis]; }
     T* data() noexcept { return data_; }
     const T* data() const noexcept { return data_; }
     /// Returns the elements in row-major order; valid while the tensor lives.
     std::span<T> values() noexcept { return {data_, size()}; }
     std::span<const T> values() const noexcept { return {data_, size()}; }
 
+    /// Returns a view of all elements; valid while the tensor lives and is not moved from.
+    tensor_view<T> view() noexcept { return {data_, shape_}; }
+    tensor_view<const T> view() const noexcept { return {data_, shape_}; }
+    operator tensor_view<T>() noexcept { return view(); }
+    operator tensor_view<const T>() const noexcept { return view(); }
+
+    /// Returns the element at the given indices (one per axis; checked in debug builds only).
+    template <class... Index>
+        requires(std::is_integral_v<Index> && ...)
+    T& operator()(Index... index) noexcept {
+        return view()(index...);
+    }
+    template <class... Index>
+        requires(std::is_integral_v<Index> && ...)
+    const T& operator()(Index... index) const noexcept {
+        return view()(index...);
+    }
+
     /// Allocates an uninitialised tensor of `shape` from the session's workspace.
     static tensor uninitialized(session& s, const tessera::shape& shape) {
         detail::session_access::check_thread(s);
         tensor t;
-        t.shape_ = shape;
         const std::size_t n = shape.count();
         if (n != 0) {
             if (n > static_cast<std::size_t>(-1) / sizeof(T))
                 detail::throw_bytes_overflow("empty", n, sizeof(T));
             t.data_ = static_cast<T*>(detail::session_access::allocate(s, n * sizeof(T)));
         }
+        t.shape_ = shape;
         return t;
     }
 
@@ -78,20 +109,18 @@ private:
         data_ = nullptr;
     }
 
-    static constexpr tessera::shape no_elements() noexcept { return tessera::shape::of_length(0); }
-
     T* data_ = nullptr;
-    tessera::shape shape_ = no_elements();
+    tessera::shape shape_ = shape::of_length(0);
 };
 
 /// Returns an uninitialised tensor of `shape`, borrowed from the session's workspace.
-template <class T>
+template <element T>
 tensor<T> empty(session& s, const shape& shape) {
     return tensor<T>::uninitialized(s, shape);
 }
 
 /// Returns a tensor of `shape` filled with `value`.
-template <class T>
+template <element T>
 tensor<T> full(session& s, const shape& shape, T value) {
     tensor<T> t = tensor<T>::uninitialized(s, shape);
     std::fill_n(t.data(), t.size(), value);
@@ -99,9 +128,134 @@ tensor<T> full(session& s, const shape& shape, T value) {
 }
 
 /// Returns a tensor of `shape` filled with zeros.
-template <class T>
+template <element T>
 tensor<T> zeros(session& s, const shape& shape) {
     return full<T>(s, shape, T{});
+}
+
+/// Returns the rank-1 tensor [start, start + step, ...) of the values before `stop`.
+/// Throws shape_error if `step` is 0.
+template <real_numeric T>
+tensor<T> arange(session& s, T start, T stop, T step = T{1}) {
+    if (step == T{0}) detail::throw_arange_step();
+    const double span = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+    const double steps = span > 0 ? std::ceil(span) : 0.0;
+    const auto n = static_cast<std::size_t>(steps);
+    tensor<T> t = tensor<T>::uninitialized(s, shape::of_length(n));
+    for (std::size_t i = 0; i < n; ++i)
+        t.data()[i] = static_cast<T>(start + static_cast<T>(i) * step);
+    return t;
+}
+
+/// Returns a rank-1 tensor holding a copy of `values`.
+template <element T>
+tensor<T> from(session& s, std::initializer_list<T> values) {
+    tensor<T> t = tensor<T>::uninitialized(s, shape::of_length(values.size()));
+    std::copy(values.begin(), values.end(), t.data());
+    return t;
+}
+
+/// Returns a rank-2 tensor from nested rows, e.g. from<float>(s, {{1, 2}, {3, 4}}).
+/// Throws shape_error if the rows differ in length.
+template <element T>
+tensor<T> from(session& s, std::initializer_list<std::initializer_list<T>> rows) {
+    const std::size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
+    std::size_t r = 0;
+    for (const auto& row : rows) {
+        if (row.size() != cols) detail::throw_ragged(r, row.size(), cols);
+        ++r;
+    }
+    tensor<T> t = tensor<T>::uninitialized(s, {rows.size(), cols});
+    T* out = t.data();
+    for (const auto& row : rows) out = std::copy(row.begin(), row.end(), out);
+    return t;
+}
+
+/// Returns a tensor of `shape` holding a copy of `values` (row-major); throws shape_error if
+/// the sizes differ.
+template <element T>
+tensor<T> from(session& s, const shape& shape, std::span<const T> values) {
+    if (values.size() != shape.count()) detail::throw_from_size(values.size(), shape);
+    tensor<T> t = tensor<T>::uninitialized(s, shape);
+    std::copy(values.begin(), values.end(), t.data());
+    return t;
+}
+
+namespace detail {
+template <class T, class Draw>
+tensor<T> random_fill(session& s, const shape& shape, Draw draw) {
+    tensor<T> t = tensor<T>::uninitialized(s, shape);
+    for (T& v : t.values()) {
+        if constexpr (is_complex_v<T>) {
+            const auto re = draw();
+            v = T(re, draw());
+        } else {
+            v = static_cast<T>(draw());
+        }
+    }
+    return t;
+}
+}  // namespace detail
+
+/// Returns a tensor of `shape` with values drawn uniformly from [low, high) (integers: [low,
+/// high]; complex: real and imaginary parts each), reproducibly for a given `seed`.
+template <numeric T>
+tensor<T> uniform(session& s, const shape& shape, real_type_t<T> low, real_type_t<T> high,
+                  std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    using R = real_type_t<T>;
+    if constexpr (std::is_integral_v<R>) {
+        std::uniform_int_distribution<R> dist(low, high);
+        return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
+    } else {
+        std::uniform_real_distribution<R> dist(low, high);
+        return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
+    }
+}
+
+/// Returns a tensor of `shape` with normally distributed values (complex: real and imaginary
+/// parts each), reproducibly for a given `seed`.
+template <floating T>
+tensor<T> normal(session& s, const shape& shape, real_type_t<T> mean, real_type_t<T> stddev,
+                 std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<real_type_t<T>> dist(mean, stddev);
+    return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+namespace detail {
+template <class V>
+struct tensor_traits {
+    static constexpr bool is_tensor = false;
+};
+template <class T>
+struct tensor_traits<tensor<T>> {
+    static constexpr bool is_tensor = true;
+    using value_type = T;
+};
+template <class T>
+struct tensor_traits<tensor_view<T>> {
+    static constexpr bool is_tensor = true;
+    using value_type = std::remove_const_t<T>;
+};
+}  // namespace detail
+
+/// A tensor<T> or a tensor_view<T> / tensor_view<const T>: what ops accept as inputs.
+template <class V>
+concept tensor_like = detail::tensor_traits<std::remove_cvref_t<V>>::is_tensor;
+
+/// The element type of a tensor_like type.
+template <tensor_like V>
+using value_of_t = typename detail::tensor_traits<std::remove_cvref_t<V>>::value_type;
+
+/// Returns a read-only view of a tensor or view.
+template <tensor_like V>
+tensor_view<const value_of_t<V>> as_view(const V& v) noexcept {
+    return tensor_view<const value_of_t<V>>(v);
 }
 
 }  // namespace tessera

@@ -4,10 +4,12 @@
 
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
+#include <tessera/dtype.hpp>
 #include <tessera/ops/elementwise.hpp>
 #include <tessera/parallel.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/stats.hpp>
 #include <tessera/tensor.hpp>
+#include <tessera/tensor_view.hpp>
 #include <tessera/version.hpp>

@@ -57,7 +57,7 @@ TEST_P(AddTest, MismatchedShapesThrowBeforeWriting) {
             tessera::add(s, a, b, out);
             FAIL() << "no exception";
         } catch (const tessera::shape_error& e) {
-            EXPECT_EQ(std::string(e.what()), "add: shapes [3,4] and [4,3] do not match");
+            EXPECT_EQ(std::string(e.what()), "add: shapes [3,4] and [4,3] do not broadcast");
         }
         for (float v : out.values()) EXPECT_EQ(v, -1.0f);
         EXPECT_THROW(tessera::add(s, a, b), tessera::shape_error);
@@ -86,7 +86,7 @@ TEST_P(AddTest, TinyOpNeverDispatchesInParallel) {
 TEST_P(AddTest, LargeOpDispatchesOnceInParallelOnAMultiThreadBackend) {
     const int threads = GetParam();
     backend be{backend_options{}.with_threads(threads)};
-    const std::size_t n = be.options().elementwise_grain + 1;
+    const std::size_t n = be.options().grain + 1;
     be.run([&](session& s) {
         auto a = tessera::full<float>(s, {n}, 1.0f);
         auto c = tessera::add(s, a, a);

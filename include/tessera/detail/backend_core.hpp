@@ -25,7 +25,7 @@ struct backend_settings {
     int threads = 1;
     int session_slots = 1;
     std::size_t retained_bytes_cap = 0;
-    std::size_t elementwise_grain = 0;
+    std::size_t grain = 0;
 };
 
 /// What a session borrows: free lists it may use without locks, and the counters it publishes to.

@@ -1,49 +1,297 @@
-// tessera/ops/elementwise.hpp - elementwise ops. Each op has an allocating form that returns a new
-// tensor from the session's workspace and an out-parameter form that writes into a caller's tensor
-// and never allocates.
+// tessera/ops/elementwise.hpp - elementwise ops with NumPy broadcasting: arithmetic, comparisons,
+// where, unary math, and map/zip for user lambdas.
+//
+// Each op is a function object with three forms:
+//   tessera::add(s, a, b)             allocating: returns a new tensor from the session's workspace
+//   tessera::add(s, a, b, out)        out-parameter: writes into `out`, never allocates
+//   tessera::add.inplace(s, a, b)     in place: a = a + b (same as passing `a` as `out`)
+// Inputs are tensors or views of the same element type; every check (broadcast, out shape, partial
+// overlap of `out` with an input) happens before anything is written. Comparisons return
+// tensor<bool> masks.
 #pragma once
 
-#include <tessera/detail/parallel.hpp>
+#include <tessera/detail/elementwise.hpp>
+#include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
 #include <tessera/tensor.hpp>
+#include <tessera/tensor_view.hpp>
 
-#include <cstddef>
+#include <cmath>
+#include <complex>
+#include <concepts>
+#include <type_traits>
 
 namespace tessera {
 
 namespace detail {
-[[noreturn]] void throw_shape_mismatch(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_out_shape(const char* op, const shape& out, const shape& expected);
 
-template <class T, class Fn>
-void binary_elementwise(session& s, const T* a, const T* b, T* out, std::size_t n, Fn fn) {
-    parallel_range(s, n, session_access::core(s).settings().elementwise_grain,
-                 [=](std::size_t begin, std::size_t end) {
-                     for (std::size_t i = begin; i < end; ++i) out[i] = fn(a[i], b[i]);
-                 });
-}
+/// A binary elementwise op: `Fn` is the scalar kernel, `Accepts` the element types it takes.
+template <class Fn, template <class> class Accepts, cost C = cost::cheap>
+struct binary_op {
+    const char* name;
+
+    template <tensor_like A, tensor_like B, class T = value_of_t<A>>
+        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value
+    auto operator()(session& s, const A& a, const B& b) const {
+        using R = std::invoke_result_t<Fn, T, T>;
+        return elementwise_new<R>(s, name, C, Fn{}, as_view(a), as_view(b));
+    }
+    template <tensor_like A, tensor_like B, class T = value_of_t<A>>
+        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value
+    void operator()(session& s, const A& a, const B& b,
+                    const tensor_view<std::invoke_result_t<Fn, T, T>>& out) const {
+        elementwise_into(s, name, C, Fn{}, out, as_view(a), as_view(b));
+    }
+    /// a = op(a, b); `b` broadcasts to `a`'s shape.
+    template <class T, tensor_like B>
+        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value &&
+                 std::same_as<std::invoke_result_t<Fn, T, T>, T>
+    void inplace(session& s, const tensor_view<T>& a, const B& b) const {
+        elementwise_into(s, name, C, Fn{}, a, tensor_view<const T>(a), as_view(b));
+    }
+    template <class T, tensor_like B>
+        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value &&
+                 std::same_as<std::invoke_result_t<Fn, T, T>, T>
+    void inplace(session& s, tensor<T>& a, const B& b) const {
+        inplace(s, a.view(), b);
+    }
+};
+
+/// A unary elementwise op.
+template <class Fn, template <class> class Accepts, cost C = cost::cheap>
+struct unary_op {
+    const char* name;
+
+    template <tensor_like A, class T = value_of_t<A>>
+        requires Accepts<T>::value
+    auto operator()(session& s, const A& a) const {
+        using R = std::invoke_result_t<Fn, T>;
+        return elementwise_new<R>(s, name, C, Fn{}, as_view(a));
+    }
+    template <tensor_like A, class T = value_of_t<A>>
+        requires Accepts<T>::value
+    void operator()(session& s, const A& a, const tensor_view<std::invoke_result_t<Fn, T>>& out) const {
+        elementwise_into(s, name, C, Fn{}, out, as_view(a));
+    }
+    /// a = op(a).
+    template <class T>
+        requires Accepts<T>::value && std::same_as<std::invoke_result_t<Fn, T>, T>
+    void inplace(session& s, const tensor_view<T>& a) const {
+        elementwise_into(s, name, C, Fn{}, a, tensor_view<const T>(a));
+    }
+    template <class T>
+        requires Accepts<T>::value && std::same_as<std::invoke_result_t<Fn, T>, T>
+    void inplace(session& s, tensor<T>& a) const {
+        inplace(s, a.view());
+    }
+};
+
+template <class T> struct is_numeric : std::bool_constant<numeric<T>> {};
+template <class T> struct is_real_numeric : std::bool_constant<real_numeric<T>> {};
+template <class T> struct is_floating : std::bool_constant<floating<T>> {};
+template <class T> struct is_real_floating : std::bool_constant<real_floating<T>> {};
+template <class T> struct is_complex_numeric : std::bool_constant<complex_numeric<T>> {};
+template <class T> struct is_signed_numeric
+    : std::bool_constant<numeric<T> && !std::is_unsigned_v<T>> {};
+
+struct add_fn { template <class T> T operator()(T x, T y) const { return x + y; } };
+struct sub_fn { template <class T> T operator()(T x, T y) const { return x - y; } };
+struct mul_fn { template <class T> T operator()(T x, T y) const { return x * y; } };
+struct div_fn { template <class T> T operator()(T x, T y) const { return x / y; } };
+struct maximum_fn { template <class T> T operator()(T x, T y) const { return x < y ? y : x; } };
+struct minimum_fn { template <class T> T operator()(T x, T y) const { return y < x ? y : x; } };
+struct pow_fn {
+    template <class T>
+    T operator()(T x, T y) const {
+        if constexpr (std::is_integral_v<T>) {
+            // Exponentiation by squaring; negative exponents give 0 except for bases 1 and -1.
+            if (y < 0) return x == 1 ? T{1} : (x == -1 ? ((y & 1) ? T{-1} : T{1}) : T{0});
+            T result{1};
+            for (; y > 0; y >>= 1, x *= x)
+                if (y & 1) result *= x;
+            return result;
+        } else {
+            return std::pow(x, y);
+        }
+    }
+};
+struct equal_fn { template <class T> bool operator()(T x, T y) const { return x == y; } };
+struct not_equal_fn { template <class T> bool operator()(T x, T y) const { return x != y; } };
+struct less_fn { template <class T> bool operator()(T x, T y) const { return x < y; } };
+struct less_equal_fn { template <class T> bool operator()(T x, T y) const { return x <= y; } };
+struct greater_fn { template <class T> bool operator()(T x, T y) const { return x > y; } };
+struct greater_equal_fn { template <class T> bool operator()(T x, T y) const { return x >= y; } };
+
+struct neg_fn { template <class T> T operator()(T x) const { return -x; } };
+struct abs_fn {
+    template <class T>
+    real_type_t<T> operator()(T x) const {
+        if constexpr (is_complex_v<T>) return std::abs(x);
+        else return x < T{0} ? -x : x;
+    }
+};
+struct square_fn { template <class T> T operator()(T x) const { return x * x; } };
+struct relu_fn { template <class T> T operator()(T x) const { return x < T{0} ? T{0} : x; } };
+struct exp_fn { template <class T> T operator()(T x) const { using std::exp; return exp(x); } };
+struct log_fn { template <class T> T operator()(T x) const { using std::log; return log(x); } };
+struct sqrt_fn { template <class T> T operator()(T x) const { using std::sqrt; return sqrt(x); } };
+struct rsqrt_fn {
+    template <class T> T operator()(T x) const { using std::sqrt; return T{1} / sqrt(x); }
+};
+struct sin_fn { template <class T> T operator()(T x) const { using std::sin; return sin(x); } };
+struct cos_fn { template <class T> T operator()(T x) const { using std::cos; return cos(x); } };
+struct tanh_fn { template <class T> T operator()(T x) const { using std::tanh; return tanh(x); } };
+struct sigmoid_fn {
+    template <class T>
+    T operator()(T x) const {
+        using std::exp;
+        return T{1} / (T{1} + exp(-x));
+    }
+};
+struct conj_fn {
+    template <class T>
+    T operator()(T x) const {
+        if constexpr (is_complex_v<T>) return std::conj(x);
+        else return x;
+    }
+};
+struct real_fn { template <class T> real_type_t<T> operator()(T x) const { return std::real(x); } };
+struct imag_fn { template <class T> real_type_t<T> operator()(T x) const { return std::imag(x); } };
+
 }  // namespace detail
 
-/// Writes `a + b` into `out`. Shapes must match exactly (broadcasting comes with the full op set);
-/// `out` may be `a` or `b` itself (in place). Never allocates. Throws shape_error before writing.
-template <class T>
-void add(session& s, const tensor<T>& a, const tensor<T>& b, tensor<T>& out) {
-    detail::session_access::check_thread(s);
-    if (!(a.shape() == b.shape())) detail::throw_shape_mismatch("add", a.shape(), b.shape());
-    if (!(out.shape() == a.shape())) detail::throw_out_shape("add", out.shape(), a.shape());
-    detail::binary_elementwise(s, a.data(), b.data(), out.data(), a.size(),
-                               [](T x, T y) { return x + y; });
+/// a + b, elementwise with broadcasting (numeric types).
+inline constexpr detail::binary_op<detail::add_fn, detail::is_numeric> add{"add"};
+/// a - b (numeric types).
+inline constexpr detail::binary_op<detail::sub_fn, detail::is_numeric> sub{"sub"};
+/// a * b (numeric types).
+inline constexpr detail::binary_op<detail::mul_fn, detail::is_numeric> mul{"mul"};
+/// a / b (numeric types; integer division truncates, and dividing by an integer 0 is undefined).
+inline constexpr detail::binary_op<detail::div_fn, detail::is_numeric> div{"div"};
+/// The larger of a and b (real types; returns a when they compare equal or a is NaN-free).
+inline constexpr detail::binary_op<detail::maximum_fn, detail::is_real_numeric> maximum{"maximum"};
+/// The smaller of a and b (real types).
+inline constexpr detail::binary_op<detail::minimum_fn, detail::is_real_numeric> minimum{"minimum"};
+/// a raised to b (numeric types; integers by repeated squaring).
+inline constexpr detail::binary_op<detail::pow_fn, detail::is_numeric, detail::cost::transcendental>
+    pow{"pow"};
+/// a == b as a tensor<bool> mask.
+inline constexpr detail::binary_op<detail::equal_fn, detail::is_numeric> equal{"equal"};
+/// a != b as a mask.
+inline constexpr detail::binary_op<detail::not_equal_fn, detail::is_numeric> not_equal{"not_equal"};
+/// a < b as a mask (real types).
+inline constexpr detail::binary_op<detail::less_fn, detail::is_real_numeric> less{"less"};
+/// a <= b as a mask (real types).
+inline constexpr detail::binary_op<detail::less_equal_fn, detail::is_real_numeric> less_equal{
+    "less_equal"};
+/// a > b as a mask (real types).
+inline constexpr detail::binary_op<detail::greater_fn, detail::is_real_numeric> greater{"greater"};
+/// a >= b as a mask (real types).
+inline constexpr detail::binary_op<detail::greater_equal_fn, detail::is_real_numeric> greater_equal{
+    "greater_equal"};
+
+/// -a (numeric types).
+inline constexpr detail::unary_op<detail::neg_fn, detail::is_numeric> neg{"neg"};
+/// |a|; for complex input the result is real.
+inline constexpr detail::unary_op<detail::abs_fn, detail::is_numeric> abs{"abs"};
+/// a * a.
+inline constexpr detail::unary_op<detail::square_fn, detail::is_numeric> square{"square"};
+/// max(a, 0) (real types).
+inline constexpr detail::unary_op<detail::relu_fn, detail::is_real_numeric> relu{"relu"};
+/// e^a (floating types).
+inline constexpr detail::unary_op<detail::exp_fn, detail::is_floating, detail::cost::transcendental>
+    exp{"exp"};
+/// Natural logarithm (floating types).
+inline constexpr detail::unary_op<detail::log_fn, detail::is_floating, detail::cost::transcendental>
+    log{"log"};
+/// Square root (floating types).
+inline constexpr detail::unary_op<detail::sqrt_fn, detail::is_floating, detail::cost::transcendental>
+    sqrt{"sqrt"};
+/// 1 / sqrt(a) (floating types).
+inline constexpr detail::unary_op<detail::rsqrt_fn, detail::is_floating, detail::cost::transcendental>
+    rsqrt{"rsqrt"};
+/// Sine (floating types).
+inline constexpr detail::unary_op<detail::sin_fn, detail::is_floating, detail::cost::transcendental>
+    sin{"sin"};
+/// Cosine (floating types).
+inline constexpr detail::unary_op<detail::cos_fn, detail::is_floating, detail::cost::transcendental>
+    cos{"cos"};
+/// Hyperbolic tangent (floating types).
+inline constexpr detail::unary_op<detail::tanh_fn, detail::is_floating, detail::cost::transcendental>
+    tanh{"tanh"};
+/// 1 / (1 + e^-a) (floating types).
+inline constexpr detail::unary_op<detail::sigmoid_fn, detail::is_floating,
+                                  detail::cost::transcendental>
+    sigmoid{"sigmoid"};
+/// Complex conjugate (identity for real types).
+inline constexpr detail::unary_op<detail::conj_fn, detail::is_numeric> conj{"conj"};
+/// Real part of a complex tensor, as a real tensor.
+inline constexpr detail::unary_op<detail::real_fn, detail::is_complex_numeric> real{"real"};
+/// Imaginary part of a complex tensor, as a real tensor.
+inline constexpr detail::unary_op<detail::imag_fn, detail::is_complex_numeric> imag{"imag"};
+
+/// Returns min(max(a, low), high) elementwise (real types); allocating form.
+template <tensor_like A, class T = value_of_t<A>>
+    requires real_numeric<T>
+tensor<T> clamp(session& s, const A& a, T low, T high) {
+    return detail::elementwise_new<T>(
+        s, "clamp", detail::cost::cheap,
+        [low, high](T x) { return x < low ? low : (high < x ? high : x); }, as_view(a));
+}
+/// Writes min(max(a, low), high) into `out` (real types); never allocates.
+template <tensor_like A, class T = value_of_t<A>>
+    requires real_numeric<T>
+void clamp(session& s, const A& a, T low, T high, const tensor_view<T>& out) {
+    detail::elementwise_into(
+        s, "clamp", detail::cost::cheap,
+        [low, high](T x) { return x < low ? low : (high < x ? high : x); }, out, as_view(a));
 }
 
-/// Returns `a + b` in a new tensor from the session's workspace. Throws shape_error.
-template <class T>
-tensor<T> add(session& s, const tensor<T>& a, const tensor<T>& b) {
-    detail::session_access::check_thread(s);
-    if (!(a.shape() == b.shape())) detail::throw_shape_mismatch("add", a.shape(), b.shape());
-    tensor<T> out = empty<T>(s, a.shape());
-    detail::binary_elementwise(s, a.data(), b.data(), out.data(), a.size(),
-                               [](T x, T y) { return x + y; });
-    return out;
+/// Returns mask ? a : b elementwise, all three broadcast together.
+template <tensor_like M, tensor_like A, tensor_like B, class T = value_of_t<A>>
+    requires std::same_as<value_of_t<M>, bool> && std::same_as<T, value_of_t<B>> && element<T>
+tensor<T> where(session& s, const M& mask, const A& a, const B& b) {
+    return detail::elementwise_new<T>(
+        s, "where", detail::cost::cheap, [](bool m, T x, T y) { return m ? x : y; }, as_view(mask),
+        as_view(a), as_view(b));
+}
+/// Writes mask ? a : b into `out`; never allocates.
+template <tensor_like M, tensor_like A, tensor_like B, class T = value_of_t<A>>
+    requires std::same_as<value_of_t<M>, bool> && std::same_as<T, value_of_t<B>> && element<T>
+void where(session& s, const M& mask, const A& a, const B& b, const tensor_view<T>& out) {
+    detail::elementwise_into(
+        s, "where", detail::cost::cheap, [](bool m, T x, T y) { return m ? x : y; }, out,
+        as_view(mask), as_view(a), as_view(b));
+}
+
+/// Returns f(a) elementwise; the result's element type is f's return type. `f` runs on the
+/// arena's threads when the op is large, so it must be safe to call concurrently. A fused kernel
+/// written as one lambda runs at the speed of a built-in op.
+template <class F, tensor_like A, class T = value_of_t<A>, class R = std::invoke_result_t<F&, T>>
+    requires element<R>
+tensor<R> map(session& s, F f, const A& a) {
+    return detail::elementwise_new<R>(s, "map", detail::cost::cheap, f, as_view(a));
+}
+/// Writes f(a) into `out`; never allocates.
+template <class F, tensor_like A, class T = value_of_t<A>, class R = std::invoke_result_t<F&, T>>
+    requires element<R>
+void map_into(session& s, F f, const A& a, const tensor_view<R>& out) {
+    detail::elementwise_into(s, "map", detail::cost::cheap, f, out, as_view(a));
+}
+
+/// Returns f(a, b, ...) elementwise over broadcast inputs of any element types.
+template <class F, tensor_like... In,
+          class R = std::invoke_result_t<F&, value_of_t<In>...>>
+    requires(sizeof...(In) >= 1) && element<R>
+tensor<R> zip(session& s, F f, const In&... in) {
+    return detail::elementwise_new<R>(s, "zip", detail::cost::cheap, f, as_view(in)...);
+}
+/// Writes f(a, b, ...) into `out`; never allocates.
+template <class F, tensor_like... In>
+    requires(sizeof...(In) >= 1)
+void zip_into(session& s, F f, const tensor_view<std::invoke_result_t<F&, value_of_t<In>...>>& out,
+              const In&... in) {
+    detail::elementwise_into(s, "zip", detail::cost::cheap, f, out, as_view(in)...);
 }
 
 }  // namespace tessera
