@@ -24,9 +24,27 @@ registry& the_registry() {
     return *r;
 }
 
+std::atomic<std::size_t> allocations_before_failure{no_injected_failure};
+
+// Cold path only (a pool miss already pays for a heap call): one relaxed load when off.
+void consume_injected_failure_budget() {
+    std::size_t left = allocations_before_failure.load(std::memory_order_relaxed);
+    while (left != no_injected_failure) {
+        if (left == 0) throw std::bad_alloc();
+        if (allocations_before_failure.compare_exchange_weak(left, left - 1,
+                                                             std::memory_order_relaxed))
+            return;
+    }
+}
+
 }  // namespace
 
+void fail_block_allocations_after(std::size_t n) noexcept {
+    allocations_before_failure.store(n, std::memory_order_relaxed);
+}
+
 block_header* heap_allocate_block(unsigned size_class, std::uint64_t backend_id) {
+    consume_injected_failure_budget();
     void* raw = ::operator new(sizeof(block_header) + (std::size_t{1} << size_class),
                                std::align_val_t{block_alignment});
     auto* b = new (raw) block_header;

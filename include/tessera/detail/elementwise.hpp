@@ -43,7 +43,7 @@ inline shape broadcast_pair(const char* op, const shape& a, const shape& b) {
 
 /// Returns the broadcast of all `shapes` (the first one for a single operand).
 template <class... Shapes>
-shape broadcast_all(const char* op, const shape& first, const Shapes&... rest) {
+shape broadcast_all([[maybe_unused]] const char* op, const shape& first, const Shapes&... rest) {
     shape result = first;
     ((result = broadcast_pair(op, result, rest)), ...);
     return result;

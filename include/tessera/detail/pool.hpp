@@ -55,6 +55,11 @@ struct free_lists {
     }
 };
 
+/// Fault-injection hook for tests: after `n` more heap allocations of pool blocks, every further
+/// one throws std::bad_alloc, process-wide, until the hook is reset with `no_injected_failure`.
+inline constexpr std::size_t no_injected_failure = static_cast<std::size_t>(-1);
+void fail_block_allocations_after(std::size_t n) noexcept;
+
 /// Allocates a fresh block of `size_class` from the heap (throws std::bad_alloc).
 block_header* heap_allocate_block(unsigned size_class, std::uint64_t backend_id);
 /// Gives a block back to the heap.
