@@ -123,12 +123,12 @@ public:
         requires(std::is_integral_v<Index> && ...)
     constexpr T& operator()(Index... index) const noexcept {
         TESSERA_ASSERT(sizeof...(Index) == rank(), "tensor_view: wrong number of indices");
+        const std::size_t indices[] = {static_cast<std::size_t>(index)..., 0};
         std::ptrdiff_t offset = 0;
-        std::size_t axis = 0;
-        ((TESSERA_ASSERT(static_cast<std::size_t>(index) < shape_[axis],
-                         "tensor_view: index out of range"),
-          offset += static_cast<std::ptrdiff_t>(index) * strides_[axis++]),
-         ...);
+        for (std::size_t axis = 0; axis < sizeof...(Index); ++axis) {
+            TESSERA_ASSERT(indices[axis] < shape_[axis], "tensor_view: index out of range");
+            offset += static_cast<std::ptrdiff_t>(indices[axis]) * strides_[axis];
+        }
         return data_[offset];
     }
 
