@@ -39,6 +39,9 @@ void throw_reshape_strides(const shape& from, const shape& to) {
 void throw_broadcast(const char* op, const shape& from, const shape& to) {
     throw shape_error(fmt::format("{}: shape {} does not broadcast to {}", op, text(from), text(to)));
 }
+void throw_unsqueeze_rank() {
+    throw shape_error(fmt::format("unsqueeze: the view already has the maximum rank {}", max_rank));
+}
 void throw_diagonal_axes(std::size_t axis) {
     throw shape_error(fmt::format("diagonal: both axes are {}; they must differ", axis));
 }

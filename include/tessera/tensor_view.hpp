@@ -44,6 +44,7 @@ namespace detail {
 [[noreturn]] void throw_reshape_strides(const shape& from, const shape& to);
 [[noreturn]] void throw_broadcast(const char* op, const shape& from, const shape& to);
 [[noreturn]] void throw_diagonal_axes(std::size_t axis);
+[[noreturn]] void throw_unsqueeze_rank();
 
 /// Maps a possibly negative axis (-1 is the last) into [0, rank), or throws shape_error.
 inline std::size_t normalize_axis(const char* op, std::ptrdiff_t axis, std::size_t rank) {
@@ -180,20 +181,27 @@ public:
         if (step > 0) {
             start = clamp(start, 0, n);
             stop = stop == slice_end ? n : clamp(stop, 0, n);
-            length = stop > start ? (stop - start + step - 1) / step : 0;
+            length = stop > start ? (stop - start - 1) / step + 1 : 0;  // no overflow for any step
         } else {
             start = start == slice_end ? n - 1 : clamp(start, -1, n - 1);
             stop = stop == slice_end ? -1 : clamp(stop, -1, n - 1);
-            length = start > stop ? (start - stop - step - 1) / -step : 0;
+            length = start > stop
+                         ? static_cast<std::ptrdiff_t>(static_cast<std::size_t>(start - stop - 1) /
+                                                       (static_cast<std::size_t>(-(step + 1)) + 1)) +
+                               1
+                         : 0;
         }
         tensor_view v = *this;
         if (length > 0) v.data_ = data_ + start * strides_[a];
         v.shape_ = shape_.narrowed(a, static_cast<std::size_t>(length));
-        v.strides_[a] = strides_[a] * step;
+        if (length > 1) v.strides_[a] = strides_[a] * step;  // a lone element needs no stride
         return v;
     }
     /// Reverses the order of elements along `axis`.
-    tensor_view flip(std::ptrdiff_t axis) const { return slice(axis, slice_end, slice_end, -1); }
+    tensor_view flip(std::ptrdiff_t axis) const {
+        const std::size_t a = detail::normalize_axis("flip", axis, rank());
+        return slice(static_cast<std::ptrdiff_t>(a), slice_end, slice_end, -1);
+    }
 
     /// Views the same elements with another shape of equal element count. Throws shape_error if
     /// the counts differ, or if the strides do not allow it without a copy (use contiguous()).
@@ -245,7 +253,7 @@ public:
     }
     /// Inserts an axis of extent 1 before position `axis` (in [-rank-1, rank]; -1 appends).
     tensor_view unsqueeze(std::ptrdiff_t axis) const {
-        if (rank() == max_rank) detail::throw_rank_too_large(max_rank + 1);
+        if (rank() == max_rank) detail::throw_unsqueeze_rank();
         const std::size_t a = detail::normalize_axis("unsqueeze", axis, rank() + 1);
         std::array<std::size_t, max_rank> dims{};
         stride_array st{};
