@@ -7,6 +7,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,64 @@ TEST(SessionTest, OneThreadBackendNeverCallsIntoOneTbb) {
     EXPECT_EQ(index_after, int{tbb::task_arena::not_initialized});
     EXPECT_EQ(be.stats().arena_entries, 0u);
     EXPECT_EQ(be.stats().parallel_dispatches, 0u);
+}
+
+// Cancelling a parallel op (an exception in one chunk) also cancels parallel work that another
+// chunk started in its child session: the child's work belongs to the op's task group.
+TEST(SessionTest, ExceptionInAChunkCancelsWorkInTheChildSessionOfAnotherChunk) {
+    backend be{with_threads(2)};
+    std::atomic<bool> child_started{false};
+    std::atomic<bool> thrown{false};
+    std::atomic<int> nested_done{0};
+    constexpr int nested_items = 200;
+    EXPECT_THROW(be.run([&](session& s) {
+        tessera::parallel_for(s, 2, 1, [&](std::size_t, std::size_t) {
+            be.run([&](session& inner) {
+                if (&inner == &s) {  // the owner's chunk: wait for the worker's child session
+                    for (int i = 0; i < 5000 && !child_started; ++i)
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    thrown = true;
+                    throw std::runtime_error("cancel");
+                }
+                child_started = true;
+                tessera::parallel_for(inner, nested_items, 1, [&](std::size_t b, std::size_t e) {
+                    while (!thrown) std::this_thread::yield();
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    nested_done += static_cast<int>(e - b);
+                });
+            });
+        });
+    }), std::runtime_error);
+    ASSERT_TRUE(child_started.load()) << "no worker took a chunk";
+    EXPECT_LT(nested_done.load(), nested_items / 2);
+}
+
+// The existing chunk test lets the scheduler decide, and on a small machine the owner usually runs
+// every chunk itself. Here the owner's chunk holds on until a worker has taken the other one.
+TEST(SessionTest, RunInAChunkOnAWorkerOpensAChildSession) {
+    backend be{with_threads(2)};
+    std::atomic<bool> worker_in{false};
+    be.run([&](session& s) {
+        tessera::parallel_for(s, 2, 1, [&](std::size_t, std::size_t) {
+            be.run([&](session& inner) {
+                if (&inner == &s) {
+                    for (int i = 0; i < 5000 && !worker_in; ++i)
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    return;
+                }
+                worker_in = true;
+                auto t = tessera::full<float>(inner, {16}, 1.0f);  // its own workspace
+                EXPECT_EQ(t.values()[0], 1.0f);
+            });
+        });
+    });
+    ASSERT_TRUE(worker_in.load()) << "no worker took a chunk";
+    const tessera::stats st = be.stats();
+    EXPECT_EQ(st.child_sessions, 1u);
+    EXPECT_EQ(st.arena_entries, 1u);
+    EXPECT_EQ(st.nested_reuses, 1u);
+    EXPECT_EQ(st.sessions, 2u);
+    EXPECT_EQ(st.open_sessions, 0u);
 }
 
 TEST(SessionTest, ReturnsValuesMoveOnlyResultsAndVoid) {

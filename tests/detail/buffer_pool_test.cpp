@@ -77,6 +77,18 @@ TEST(BufferPoolTest, BlocksFreedInASessionGoBackToItsWorkspace) {
     EXPECT_EQ(st.bytes_retained, 512u + 1024u);
 }
 
+TEST(BufferPoolTest, BlockFreedInItsOwnSessionStaysInTheLeasedWorkspace) {
+    backend be{backend_options{}.with_threads(2)};
+    be.run([&](session& s) {
+        { auto t = tessera::empty<float>(s, {16}); }  // freed on the lock-free path
+        EXPECT_EQ(tessera::detail::session_access::workspace_of(s).lists.retained_bytes, 64u);
+        EXPECT_EQ(be.trim(), 0u);  // nothing in the shared pool; the leased workspace is skipped
+        { auto t = tessera::empty<float>(s, {16}); }
+    });
+    EXPECT_EQ(be.stats().pool_misses, 1u);
+    EXPECT_EQ(be.stats().pool_hits, 1u);
+}
+
 TEST(BufferPoolTest, AllocationsBeyondTheCapBypassThePool) {
     backend be{backend_options{}.with_threads(1).with_retained_bytes_cap(1024)};
     be.run([](session& s) {
