@@ -1,6 +1,6 @@
 // tessera/tensor.hpp - tessera::tensor<T>, an owning, move-only, dense row-major array whose
 // storage comes from a session's workspace, and its makers: empty, zeros, full, arange, from,
-// uniform, normal and clone.
+// uniform and normal (clone and contiguous copies are in ops/structural.hpp).
 #pragma once
 
 #include <tessera/dtype.hpp>

@@ -6,7 +6,10 @@
 #include <tessera/error.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/ops/elementwise.hpp>
+#include <tessera/ops/reduce.hpp>
+#include <tessera/ops/structural.hpp>
 #include <tessera/parallel.hpp>
+#include <tessera/print.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/stats.hpp>

@@ -106,10 +106,14 @@ struct pow_fn {
         if constexpr (std::is_integral_v<T>) {
             // Exponentiation by squaring; negative exponents give 0 except for bases 1 and -1.
             if (y < 0) return x == 1 ? T{1} : (x == -1 ? ((y & 1) ? T{-1} : T{1}) : T{0});
+            // Square only while exponent bits remain, so no intermediate exceeds the result.
             T result{1};
-            for (; y > 0; y >>= 1, x *= x)
+            for (;;) {
                 if (y & 1) result *= x;
-            return result;
+                y >>= 1;
+                if (y == 0) return result;
+                x *= x;
+            }
         } else {
             return std::pow(x, y);
         }
@@ -230,13 +234,22 @@ inline constexpr detail::unary_op<detail::real_fn, detail::is_complex_numeric> r
 /// Imaginary part of a complex tensor, as a real tensor.
 inline constexpr detail::unary_op<detail::imag_fn, detail::is_complex_numeric> imag{"imag"};
 
+namespace detail {
+// min(max(x, low), high), exactly as documented, also when low > high.
+template <class T>
+constexpr T clamp_value(T x, T low, T high) noexcept {
+    const T at_least_low = x < low ? low : x;
+    return high < at_least_low ? high : at_least_low;
+}
+}  // namespace detail
+
 /// Returns min(max(a, low), high) elementwise (real types); allocating form.
 template <tensor_like A, class T = value_of_t<A>>
     requires real_numeric<T>
 tensor<T> clamp(session& s, const A& a, T low, T high) {
     return detail::elementwise_new<T>(
         s, "clamp", detail::cost::cheap,
-        [low, high](T x) { return x < low ? low : (high < x ? high : x); }, as_view(a));
+        [low, high](T x) { return detail::clamp_value(x, low, high); }, as_view(a));
 }
 /// Writes min(max(a, low), high) into `out` (real types); never allocates.
 template <tensor_like A, class T = value_of_t<A>>
@@ -244,7 +257,7 @@ template <tensor_like A, class T = value_of_t<A>>
 void clamp(session& s, const A& a, T low, T high, const tensor_view<T>& out) {
     detail::elementwise_into(
         s, "clamp", detail::cost::cheap,
-        [low, high](T x) { return x < low ? low : (high < x ? high : x); }, out, as_view(a));
+        [low, high](T x) { return detail::clamp_value(x, low, high); }, out, as_view(a));
 }
 
 /// Returns mask ? a : b elementwise, all three broadcast together.
