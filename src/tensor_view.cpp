@@ -26,6 +26,10 @@ void throw_slice_step_zero() { throw shape_error("slice: step must not be 0"); }
 void throw_squeeze_extent(std::size_t axis, std::size_t extent) {
     throw shape_error(fmt::format("squeeze: axis {} has extent {}, not 1", axis, extent));
 }
+void throw_select_index(std::size_t axis, std::ptrdiff_t index, std::size_t extent) {
+    throw shape_error(
+        fmt::format("select: index {} is out of range for axis {} of extent {}", index, axis, extent));
+}
 void throw_reshape_count(const shape& from, const shape& to) {
     throw shape_error(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements)",
                                   text(from), from.count(), text(to), to.count()));

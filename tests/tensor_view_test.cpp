@@ -710,6 +710,29 @@ TEST(TensorViewTest, BroadcastToRepeatsWithStrideZero) {
                        "broadcast_to: shape [3] does not broadcast to [0]");
 }
 
+TEST(TensorViewTest, SelectPicksOnePositionAndDropsTheAxis) {
+    auto data = iota_storage(24);
+    const tensor_view<std::int64_t> v(data.data(), {2, 3, 4});
+    const reference r = reference::dense({2, 3, 4});
+    expect_view(v.select(0, 1),
+                r.remap({3, 4}, [](const index_list& i) { return index_list{1, i[0], i[1]}; }),
+                data.data());
+    expect_view(v.select(1, -1),
+                r.remap({2, 4}, [](const index_list& i) { return index_list{i[0], 2, i[1]}; }),
+                data.data());
+    expect_view(v.select(-1, 0),
+                r.remap({2, 3}, [](const index_list& i) { return index_list{i[0], i[1], 0}; }),
+                data.data());
+    expect_view(v.transpose().select(0, 3),
+                r.remap({3, 2}, [](const index_list& i) { return index_list{i[1], i[0], 3}; }),
+                data.data());
+    EXPECT_EQ(v.select(0, 0).select(0, 0).select(0, 0).rank(), 0u);
+    expect_shape_error([&] { (void)v.select(1, 3); },
+                       "select: index 3 is out of range for axis 1 of extent 3");
+    expect_shape_error([&] { (void)v.select(0, -3); },
+                       "select: index -3 is out of range for axis 0 of extent 2");
+}
+
 TEST(TensorViewTest, SqueezeRemovesExtentOneAxes) {
     auto data = iota_storage(6);
     const tensor_view<std::int64_t> v(data.data(), {1, 2, 1, 3, 1});

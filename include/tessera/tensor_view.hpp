@@ -40,6 +40,7 @@ namespace detail {
 [[noreturn]] void throw_strides_size(std::size_t given, std::size_t rank);
 [[noreturn]] void throw_slice_step_zero();
 [[noreturn]] void throw_squeeze_extent(std::size_t axis, std::size_t extent);
+[[noreturn]] void throw_select_index(std::size_t axis, std::ptrdiff_t index, std::size_t extent);
 [[noreturn]] void throw_reshape_count(const shape& from, const shape& to);
 [[noreturn]] void throw_reshape_strides(const shape& from, const shape& to);
 [[noreturn]] void throw_broadcast(const char* op, const shape& from, const shape& to);
@@ -235,6 +236,19 @@ public:
                 detail::throw_broadcast("broadcast_to", shape_, to);
             }
         }
+        return v;
+    }
+
+    /// Returns the elements at position `index` along `axis`, with that axis removed (NumPy's
+    /// a[i] for axis 0): select(0, i) of a [batch, 4, 4] stack is its i-th 4 x 4 matrix. A
+    /// negative index counts from the end; one outside the extent throws shape_error.
+    tensor_view select(std::ptrdiff_t axis, std::ptrdiff_t index) const {
+        const std::size_t a = detail::normalize_axis("select", axis, rank());
+        const auto n = static_cast<std::ptrdiff_t>(shape_[a]);
+        const std::ptrdiff_t i = index < 0 ? index + n : index;
+        if (i < 0 || i >= n) detail::throw_select_index(a, index, shape_[a]);
+        tensor_view v = without_axis(a);
+        v.data_ = data_ + i * strides_[a];
         return v;
     }
 

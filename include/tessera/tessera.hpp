@@ -1,4 +1,5 @@
-// tessera/tessera.hpp - the umbrella header: includes the whole public API.
+// tessera/tessera.hpp - the umbrella header: includes the whole public API except the Eigen
+// bridge (tessera/eigen.hpp). The products (ops/matmul.hpp) bring in Eigen/Core.
 // Start with tessera::backend (backend.hpp) and backend::run, which hands you a tessera::session.
 #pragma once
 
@@ -6,6 +7,8 @@
 #include <tessera/error.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/ops/elementwise.hpp>
+#include <tessera/ops/linalg.hpp>
+#include <tessera/ops/matmul.hpp>
 #include <tessera/ops/reduce.hpp>
 #include <tessera/ops/structural.hpp>
 #include <tessera/parallel.hpp>

@@ -1,0 +1,68 @@
+// Out-of-line error reporting for the batched linear algebra ops (tessera/ops/linalg.hpp): the
+// messages are formatted here, and only when something is actually thrown.
+#include <tessera/ops/linalg.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+
+namespace tessera::detail {
+namespace {
+std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
+}  // namespace
+
+void throw_linalg_failure(const char* op, linalg_reason reason, std::size_t item, std::size_t items,
+                          int info) {
+    std::string message;
+    switch (reason) {
+        case linalg_reason::singular:
+            message = fmt::format("{}: item {} of {} is singular (pivot {} is 0)", op, item, items,
+                                  info - 1);
+            break;
+        case linalg_reason::not_positive_definite:
+            message = fmt::format(
+                "{}: item {} of {} is not positive definite (its leading minor of order {} is not)",
+                op, item, items, info);
+            break;
+        case linalg_reason::no_convergence:
+            message = fmt::format("{}: item {} of {} did not converge", op, item, items);
+            break;
+    }
+    throw linalg_error(message, reason, item, items, info);
+}
+
+void throw_not_square(const char* op, const char* operand, const shape& s) {
+    throw shape_error(fmt::format("{}: {} has shape {}; expected [..., n, n], a stack of square matrices",
+                                  op, operand, text(s)));
+}
+
+void throw_rhs_shape(const char* op, const shape& a, const shape& b) {
+    const std::size_t n = a[a.rank() - 1];
+    throw shape_error(fmt::format(
+        "{}: b has shape {} but a has shape {}; expected b as [..., {}, k] (a vector as [..., {}, 1])",
+        op, text(b), text(a), n, n));
+}
+
+void throw_batch_mismatch(const char* op, const shape& a, const shape& b) {
+    throw shape_error(fmt::format("{}: the batch axes of a {} and b {} do not broadcast", op, text(a),
+                                  text(b)));
+}
+
+void throw_linalg_out_shape(const char* op, const char* name, const shape& got, const shape& expected) {
+    throw shape_error(fmt::format("{}: {} has shape {} but the result has shape {}", op, name,
+                                  text(got), text(expected)));
+}
+
+void throw_linalg_overlap(const char* op, const char* out, const char* other) {
+    throw alias_error(fmt::format(
+        "{}: {} overlaps {}; an out may only be the very same view as an input of its shape", op,
+        out, other));
+}
+
+void throw_linalg_repeated_out(const char* op, const char* name) {
+    throw alias_error(fmt::format(
+        "{}: {} repeats elements (an axis with stride 0); it cannot be written", op, name));
+}
+
+}  // namespace tessera::detail

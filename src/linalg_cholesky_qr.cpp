@@ -1,0 +1,19 @@
+// cholesky and qr of the batched linear algebra ops, instantiated for the four element types
+// (see src/linalg_kernels.hpp).
+#include "linalg_kernels.hpp"
+
+namespace tessera::detail {
+
+#define TESSERA_INSTANTIATE(T)                                                                     \
+    template void cholesky_run<on_failure::raise, T>(session&, const tensor_view<const T>&,        \
+                                                     const tensor_view<T>&,                        \
+                                                     const tensor_view<std::int32_t>&);            \
+    template void cholesky_run<on_failure::info, T>(session&, const tensor_view<const T>&,         \
+                                                    const tensor_view<T>&,                         \
+                                                    const tensor_view<std::int32_t>&);             \
+    template void qr_run<T>(session&, const tensor_view<const T>&, const tensor_view<T>&,          \
+                            const tensor_view<T>&);
+TESSERA_FOR_LINALG_TYPES(TESSERA_INSTANTIATE)
+#undef TESSERA_INSTANTIATE
+
+}  // namespace tessera::detail

@@ -1,0 +1,15 @@
+// svd and svdvals of the batched linear algebra ops, instantiated for the four element types
+// (see src/linalg_kernels.hpp).
+#include "linalg_kernels.hpp"
+
+namespace tessera::detail {
+
+#define TESSERA_INSTANTIATE(T)                                                                     \
+    template void svd_run<true, T>(session&, const tensor_view<const T>&, const tensor_view<T>&,   \
+                                   const tensor_view<real_type_t<T>>&, const tensor_view<T>&);     \
+    template void svd_run<false, T>(session&, const tensor_view<const T>&, const tensor_view<T>&,  \
+                                    const tensor_view<real_type_t<T>>&, const tensor_view<T>&);
+TESSERA_FOR_LINALG_TYPES(TESSERA_INSTANTIATE)
+#undef TESSERA_INSTANTIATE
+
+}  // namespace tessera::detail

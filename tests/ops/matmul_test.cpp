@@ -1,0 +1,880 @@
+// matmul, batched_matmul, tensordot, dot, vdot, outer: results against a float64 (complex<double>)
+// reference written here with plain loops on fresh random inputs, every size class and kernel
+// variant, strided/transposed/broadcast operands, bad input, dispatch and heap-allocation counts.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 bug 105593: a false -Wmaybe-uninitialized inside its AVX-512 intrinsics, which Eigen's
+// GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/detail/eigen_config.hpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "support/alloc_counter.hpp"
+#include "support/backends.hpp"
+
+#include <tessera/backend.hpp>
+#include <tessera/error.hpp>
+#include <tessera/ops/matmul.hpp>
+#include <tessera/stats.hpp>
+#include <tessera/tensor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tessera::backend;
+using tessera::backend_options;
+using tessera::session;
+using tessera::shape;
+using tessera::tensor;
+using tessera::tensor_view;
+
+using cf = std::complex<float>;
+using cd = std::complex<double>;
+
+// The reference type: double for real T, complex<double> for complex T.
+template <class T>
+using wide_t = std::conditional_t<tessera::is_complex_v<T>, cd, double>;
+
+template <class T>
+wide_t<T> widen(T x) {
+    if constexpr (tessera::is_complex_v<T>)
+        return cd(x.real(), x.imag());
+    else
+        return static_cast<double>(x);
+}
+
+template <class T>
+constexpr double epsilon_of() {
+    return static_cast<double>(std::numeric_limits<tessera::real_type_t<T>>::epsilon());
+}
+
+// Fresh inputs each run; the seed is printed with any failure.
+std::uint64_t fresh_seed() {
+    static std::mt19937_64 seeds(std::random_device{}());
+    return seeds();
+}
+
+template <class T>
+void fill_random(const tensor_view<T>& v, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    const std::size_t n = v.size();
+    // Walks the view in row-major order whatever its strides.
+    std::array<std::size_t, tessera::max_rank> index{};
+    for (std::size_t i = 0; i < n; ++i) {
+        std::ptrdiff_t offset = 0;
+        for (std::size_t ax = 0; ax < v.rank(); ++ax) offset += static_cast<std::ptrdiff_t>(index[ax]) * v.stride(ax);
+        if constexpr (tessera::is_complex_v<T>) {
+            const double re = dist(rng);
+            v.data()[offset] = T(static_cast<tessera::real_type_t<T>>(re),
+                                 static_cast<tessera::real_type_t<T>>(dist(rng)));
+        } else {
+            v.data()[offset] = static_cast<T>(dist(rng));
+        }
+        for (std::size_t ax = v.rank(); ax-- > 0;) {
+            if (++index[ax] < v.extent(ax)) break;
+            index[ax] = 0;
+        }
+    }
+}
+
+template <class T>
+tensor<T> random_tensor(session& s, const shape& sh, std::mt19937_64& rng) {
+    tensor<T> t = tessera::empty<T>(s, sh);
+    fill_random<T>(t.view(), rng);
+    return t;
+}
+
+// The element of `v` at the (right-aligned, broadcast) index `idx` of a larger shape.
+template <class T>
+T element(const tensor_view<T>& v, const std::vector<std::size_t>& idx) {
+    std::ptrdiff_t offset = 0;
+    const std::size_t lead = idx.size() - v.rank();
+    for (std::size_t ax = 0; ax < v.rank(); ++ax) {
+        const std::size_t i = v.extent(ax) == 1 ? 0 : idx[lead + ax];
+        offset += static_cast<std::ptrdiff_t>(i) * v.stride(ax);
+    }
+    return v.data()[offset];
+}
+
+// Reference batched product: c[..., i, j] = sum_p a[..., i, p] b[..., p, j] with broadcast batch
+// axes, in double precision, plus the sum of |a||b| each element's rounding error scales with.
+template <class T>
+struct reference {
+    std::vector<wide_t<T>> value;
+    std::vector<double> magnitude;
+};
+
+template <class T>
+reference<T> reference_product(const tensor_view<const T>& a, const tensor_view<const T>& b, const shape& result) {
+    const std::size_t r = result.rank();
+    const std::size_t m = result[r - 2], n = result[r - 1], k = a.extent(a.rank() - 1);
+    reference<T> ref;
+    ref.value.resize(result.count());
+    ref.magnitude.resize(result.count());
+    const std::size_t batches = m * n == 0 ? 0 : result.count() / (m * n);
+    // Batch offsets of a and b for each batch index of the result (right-aligned, broadcast).
+    const auto offset_of = [&](const tensor_view<const T>& v, std::size_t batch) {
+        std::ptrdiff_t offset = 0;
+        for (std::size_t ax = r - 2; ax-- > 0;) {
+            const std::size_t i = batch % result[ax];
+            batch /= result[ax];
+            const std::size_t lead = r - v.rank();
+            if (ax < lead) continue;
+            if (v.extent(ax - lead) != 1) offset += static_cast<std::ptrdiff_t>(i) * v.stride(ax - lead);
+        }
+        return offset;
+    };
+    const std::size_t ra = a.rank(), rb = b.rank();
+    for (std::size_t bi = 0; bi < batches; ++bi) {
+        const T* pa = a.data() + offset_of(a, bi);
+        const T* pb = b.data() + offset_of(b, bi);
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                wide_t<T> sum{};
+                double mag = 0;
+                for (std::size_t p = 0; p < k; ++p) {
+                    const wide_t<T> x = widen(pa[static_cast<std::ptrdiff_t>(i) * a.stride(ra - 2) +
+                                                 static_cast<std::ptrdiff_t>(p) * a.stride(ra - 1)]);
+                    const wide_t<T> y = widen(pb[static_cast<std::ptrdiff_t>(p) * b.stride(rb - 2) +
+                                                 static_cast<std::ptrdiff_t>(j) * b.stride(rb - 1)]);
+                    sum += x * y;
+                    mag += std::abs(x) * std::abs(y);
+                }
+                ref.value[(bi * m + i) * n + j] = sum;
+                ref.magnitude[(bi * m + i) * n + j] = mag;
+            }
+    }
+    return ref;
+}
+
+// Checks `got` (row-major walk of any view) against the reference: rounding error of a k-term
+// dot product is at most about k * eps * sum|a||b|.
+template <class T>
+void expect_matches(const tensor_view<const T>& got, const reference<T>& ref, std::size_t k,
+                    const std::string& what) {
+    ASSERT_EQ(got.size(), ref.value.size()) << what;
+    const double eps = epsilon_of<T>();
+    std::vector<std::size_t> idx(got.rank(), 0);
+    for (std::size_t flat = 0; flat < got.size(); ++flat) {
+        std::size_t rest = flat;
+        for (std::size_t ax = got.rank(); ax-- > 0;) {
+            idx[ax] = rest % got.extent(ax);
+            rest /= got.extent(ax);
+        }
+        const wide_t<T> g = widen(element(got, idx));
+        const double tol = 2.0 * static_cast<double>(k + 2) * eps * ref.magnitude[flat] + 1e-300;
+        ASSERT_LE(std::abs(g - ref.value[flat]), tol)
+            << what << " element " << flat << " got " << g << " want " << ref.value[flat];
+    }
+}
+
+std::string text(const shape& s) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < s.rank(); ++i) {
+        if (i != 0) t += ',';
+        t += std::to_string(s[i]);
+    }
+    return t + "]";
+}
+
+struct mkn {
+    std::size_t m, k, n;
+};
+
+// Every 2-D size class: the inline 2/3/4 path, the compile-time kernels, the loop for tiny odd
+// sizes, Eigen's GEMM, and sizes that tile on a multi-thread backend.
+const std::vector<mkn> matrix_sizes = {
+    {2, 2, 2}, {3, 3, 3}, {4, 4, 4},   {5, 5, 5},   {6, 6, 6},    {7, 7, 7},     {8, 8, 8},
+    {9, 9, 9}, {16, 16, 16}, {3, 5, 2}, {1, 7, 1},  {17, 1, 9},   {4, 4, 1},     {3, 3, 1},
+    {32, 32, 32}, {33, 33, 33}, {64, 64, 64}, {65, 130, 33}, {200, 70, 257}};
+
+class MatmulTest : public ::testing::TestWithParam<int> {};
+
+template <class T>
+void check_matmul_sizes(session& s, std::mt19937_64& rng) {
+    for (const mkn& z : matrix_sizes) {
+        const tensor<T> a = random_tensor<T>(s, {z.m, z.k}, rng);
+        const tensor<T> b = random_tensor<T>(s, {z.k, z.n}, rng);
+        const tensor<T> c = tessera::matmul(s, a, b);
+        ASSERT_EQ(c.shape(), (shape{z.m, z.n}));
+        const std::string what = "matmul " + text(a.shape()) + " x " + text(b.shape());
+        expect_matches<T>(c, reference_product<T>(a, b, c.shape()), z.k, what);
+    }
+}
+
+TEST_P(MatmulTest, MatchesTheReferenceForEverySizeClassAndType) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        check_matmul_sizes<float>(s, rng);
+        check_matmul_sizes<double>(s, rng);
+        check_matmul_sizes<cf>(s, rng);
+        check_matmul_sizes<cd>(s, rng);
+    });
+}
+
+// a and b as transposes, slices with steps, reversed axes (negative strides) and strides no
+// Eigen map can express (both strides != 1), written into strided outputs.
+template <class T>
+void check_strided(session& s, std::mt19937_64& rng, std::size_t m, std::size_t k, std::size_t n) {
+    const tensor<T> at = random_tensor<T>(s, {k, m}, rng);      // a = at^T: column-major
+    const tensor<T> bw = random_tensor<T>(s, {2 * k, 3 * n}, rng);  // b = every other row, third column
+    const tensor<T> bflip = random_tensor<T>(s, {k, n}, rng);
+    const tensor_view<const T> a = at.view().transpose();
+    const tensor_view<const T> b = bw.view().slice(0, 0, tessera::slice_end, 2).slice(1, 1, tessera::slice_end, 3);
+    const tensor_view<const T> b2 = bflip.view().flip(0).flip(1);
+    const std::string what = "strided " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+
+    tensor<T> c1 = tessera::matmul(s, a, b);
+    expect_matches<T>(c1, reference_product<T>(a, b, c1.shape()), k, what + " a^T b[::2, 1::3]");
+
+    // Output as a transposed view, and as a view with no unit stride (computed in a temp).
+    tensor<T> ct = tessera::zeros<T>(s, {n, m});
+    tessera::matmul(s, a, b2, ct.view().transpose());
+    expect_matches<T>(ct.view().transpose(), reference_product<T>(a, b2, {m, n}), k, what + " into out^T");
+
+    tensor<T> wide = tessera::zeros<T>(s, {2 * m, 2 * n});
+    const tensor_view<T> out = wide.view().slice(0, 0, tessera::slice_end, 2).slice(1, 1, tessera::slice_end, 2);
+    tessera::matmul(s, b2.transpose(), at.view(), out.transpose());
+    expect_matches<T>(out.transpose(), reference_product<T>(b2.transpose(), at.view(), {n, m}), k,
+                      what + " into a stepped view");
+    // The elements between the output's were not touched.
+    for (std::size_t i = 0; i < 2 * m; i += 2)
+        for (std::size_t j = 0; j < 2 * n; j += 2) ASSERT_EQ(wide(i, j), T{}) << what;
+}
+
+TEST_P(MatmulTest, ReadsAndWritesStridedTransposedAndReversedViews) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        for (const mkn& z : {mkn{2, 2, 2}, mkn{3, 3, 3}, mkn{4, 4, 4}, mkn{3, 5, 2}, mkn{8, 8, 8},
+                             mkn{40, 50, 60}, mkn{70, 65, 90}}) {
+            check_strided<float>(s, rng, z.m, z.k, z.n);
+            check_strided<double>(s, rng, z.m, z.k, z.n);
+            check_strided<cf>(s, rng, z.m, z.k, z.n);
+            check_strided<cd>(s, rng, z.m, z.k, z.n);
+        }
+    });
+}
+
+template <class T>
+void check_accumulate(session& s, std::mt19937_64& rng, std::size_t m, std::size_t k, std::size_t n, T alpha, T beta) {
+    const tensor<T> a = random_tensor<T>(s, {m, k}, rng);
+    const tensor<T> bt = random_tensor<T>(s, {n, k}, rng);
+    const tensor_view<const T> b = bt.view().transpose();
+    tensor<T> c = random_tensor<T>(s, {m, n}, rng);
+    tensor<T> c0 = tessera::empty<T>(s, c.shape());
+    std::copy(c.values().begin(), c.values().end(), c0.data());
+    tessera::matmul(s, a, b, c, alpha, beta);
+    reference<T> ref = reference_product<T>(a, b, {m, n});
+    for (std::size_t i = 0; i < ref.value.size(); ++i) {
+        ref.value[i] = widen(alpha) * ref.value[i] + widen(beta) * widen(c0.values()[i]);
+        ref.magnitude[i] = std::abs(widen(alpha)) * ref.magnitude[i] + std::abs(widen(beta)) * std::abs(widen(c0.values()[i]));
+    }
+    expect_matches<T>(c, ref, k, "accumulate " + text(a.shape()) + " x " + text(bt.shape()) + "^T");
+}
+
+TEST_P(MatmulTest, AccumulateFormComputesAlphaTimesProductPlusBetaTimesOut) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        for (const mkn& z : {mkn{2, 2, 2}, mkn{3, 3, 3}, mkn{4, 4, 4}, mkn{8, 8, 8}, mkn{3, 5, 2},
+                             mkn{33, 20, 17}, mkn{130, 150, 140}}) {
+            check_accumulate<float>(s, rng, z.m, z.k, z.n, 0.5f, -1.25f);
+            check_accumulate<float>(s, rng, z.m, z.k, z.n, 2.0f, 1.0f);
+            check_accumulate<double>(s, rng, z.m, z.k, z.n, -1.5, 0.75);
+            check_accumulate<cf>(s, rng, z.m, z.k, z.n, cf(0.5f, 1.0f), cf(-1.0f, 0.25f));
+            check_accumulate<cd>(s, rng, z.m, z.k, z.n, cd(2.0, -1.0), cd(0.0, 1.0));
+        }
+        // beta = 0 writes without reading: NaNs already in out do not survive.
+        for (std::size_t n : {2u, 4u, 7u, 64u}) {
+            const tensor<double> a = random_tensor<double>(s, {n, n}, rng);
+            tensor<double> c = tessera::full<double>(s, {n, n}, std::numeric_limits<double>::quiet_NaN());
+            tessera::matmul(s, a, a, c, 1.0, 0.0);
+            for (double v : c.values()) ASSERT_FALSE(std::isnan(v)) << n;
+        }
+    });
+}
+
+template <class T>
+void check_tiny_out_forms(session& s, std::mt19937_64& rng) {
+    for (std::size_t n : {2u, 3u, 4u}) {
+        const tensor<T> a = random_tensor<T>(s, {n, n}, rng);
+        const tensor<T> bt = random_tensor<T>(s, {n, n}, rng);
+        const reference<T> ref = reference_product<T>(a, bt, {n, n});
+        const std::string what = "tiny out forms n=" + std::to_string(n);
+        tensor<T> c = tessera::empty<T>(s, {n, n});  // a tensor as out
+        tessera::matmul(s, a, bt, c);
+        expect_matches<T>(c, ref, n, what + " tensor out");
+        tensor<T> ct = tessera::empty<T>(s, {n, n});  // a transposed view as out, views as inputs
+        tessera::matmul(s, a.view(), bt.view(), ct.view().transpose());
+        expect_matches<T>(ct.view().transpose(), ref, n, what + " view out");
+        // bt^T as an input: the same path with strided operands.
+        const reference<T> ref_t = reference_product<T>(a, bt.view().transpose(), {n, n});
+        tessera::matmul(s, a, bt.view().transpose(), c);
+        expect_matches<T>(c, ref_t, n, what + " transposed b");
+    }
+}
+
+TEST_P(MatmulTest, TinyOutParameterFormsMatchTheReference) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        check_tiny_out_forms<float>(s, rng);
+        check_tiny_out_forms<double>(s, rng);
+        check_tiny_out_forms<cf>(s, rng);
+        check_tiny_out_forms<cd>(s, rng);
+    });
+    // Each product counted once, inline.
+    EXPECT_EQ(be.stats().inline_dispatches, 4u * 3u * 3u);
+    EXPECT_EQ(be.stats().parallel_dispatches, 0u);
+}
+
+TEST_P(MatmulTest, InnerDimensionZeroGivesZerosOrBetaTimesOut) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const tensor<float> a = tessera::empty<float>(s, {3, 0});
+        const tensor<float> b = tessera::empty<float>(s, {0, 5});
+        const tensor<float> c = tessera::matmul(s, a, b);
+        ASSERT_EQ(c.shape(), (shape{3, 5}));
+        for (float v : c.values()) EXPECT_EQ(v, 0.0f);
+        tensor<float> d = tessera::full<float>(s, {3, 5}, 2.0f);
+        tessera::matmul(s, a, b, d, 1.0f, 3.0f);
+        for (float v : d.values()) EXPECT_EQ(v, 6.0f);
+        const tensor<float> e = tessera::matmul(s, tessera::empty<float>(s, {0, 4}), tessera::empty<float>(s, {4, 2}));
+        EXPECT_EQ(e.shape(), (shape{0, 2}));
+    });
+}
+
+template <class F>
+void expect_shape_error(F f, const std::string& message) {
+    try {
+        f();
+        FAIL() << "no exception; expected: " << message;
+    } catch (const tessera::shape_error& e) {
+        EXPECT_EQ(std::string(e.what()), message);
+    }
+}
+
+TEST_P(MatmulTest, BadInputThrowsBeforeWriting) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const tensor<float> a = tessera::full<float>(s, {2, 3}, 1.0f);
+        const tensor<float> b = tessera::full<float>(s, {4, 5}, 1.0f);
+        tensor<float> out = tessera::full<float>(s, {2, 5}, -1.0f);
+        expect_shape_error([&] { tessera::matmul(s, a, b, out); },
+                           "matmul: the inner dimensions of a [2,3] and b [4,5] differ");
+        expect_shape_error([&] { tessera::matmul(s, a, b); },
+                           "matmul: the inner dimensions of a [2,3] and b [4,5] differ");
+        const tensor<float> v = tessera::full<float>(s, {3}, 1.0f);
+        expect_shape_error([&] { tessera::matmul(s, v, b); }, "matmul: a must have rank 2 but has shape [3]");
+        expect_shape_error([&] { tessera::matmul(s, a, tessera::full<float>(s, {3, 2, 2}, 1.0f)); },
+                           "matmul: b must have rank 2 but has shape [3,2,2]");
+        const tensor<float> b35 = tessera::full<float>(s, {3, 5}, 1.0f);
+        tensor<float> wrong = tessera::full<float>(s, {5, 2}, -1.0f);
+        expect_shape_error([&] { tessera::matmul(s, a, b35, wrong); },
+                           "matmul: out has shape [5,2] but the result has shape [2,5]");
+        for (float x : out.values()) ASSERT_EQ(x, -1.0f);
+        for (float x : wrong.values()) ASSERT_EQ(x, -1.0f);
+
+        // out overlapping an input, even exactly, is refused: a product reads after it writes.
+        tensor<float> sq = tessera::full<float>(s, {3, 3}, 1.0f);
+        EXPECT_THROW(tessera::matmul(s, sq, sq, sq), tessera::alias_error);
+        tensor<float> big = tessera::full<float>(s, {4, 4}, 1.0f);
+        const tensor_view<float> corner = big.view().slice(0, 1).slice(1, 1);
+        EXPECT_THROW(tessera::matmul(s, big.view().slice(0, 0, 3).slice(1, 0, 3), sq, corner), tessera::alias_error);
+        EXPECT_THROW(tessera::matmul(s, sq, big.view().slice(0, 0, 3).slice(1, 0, 3), corner, 1.0f, 1.0f),
+                     tessera::alias_error);
+        for (float x : big.values()) ASSERT_EQ(x, 1.0f);
+        // A broadcast out (stride 0) repeats elements.
+        tensor<float> row = tessera::zeros<float>(s, {1, 3});
+        EXPECT_THROW(tessera::matmul(s, sq, sq, row.view().broadcast_to({3, 3})), tessera::alias_error);
+    });
+}
+
+TEST_P(MatmulTest, SmallProductsRunInlineAndLargeOnesDispatchOnceInParallel) {
+    const int threads = GetParam();
+    backend be{backend_options{}.with_threads(threads)};
+    be.run([](session& s) {
+        const tensor<float> a = tessera::full<float>(s, {2, 2}, 1.0f);
+        const tensor<float> b = tessera::full<float>(s, {24, 24}, 1.0f);
+        tensor<float> c2 = tessera::zeros<float>(s, {2, 2});
+        tensor<float> c24 = tessera::zeros<float>(s, {24, 24});
+        for (int i = 0; i < 50; ++i) {
+            tessera::matmul(s, a, a, c2);
+            tessera::matmul(s, b, b, c24);
+        }
+    });
+    tessera::stats st = be.stats();
+    EXPECT_EQ(st.parallel_dispatches, 0u);
+    EXPECT_EQ(st.inline_dispatches, 100u);
+
+    // 256^3 multiply-adds is 128 grains of work: split into tiles on a multi-thread backend.
+    const std::size_t n = 256;
+    const tessera::stats before = be.stats();
+    be.run([&](session& s) {
+        std::mt19937_64 rng(fresh_seed());
+        const tensor<double> a = random_tensor<double>(s, {n, n}, rng);
+        const tensor<double> b = random_tensor<double>(s, {n, n}, rng);
+        const tensor<double> c = tessera::matmul(s, a, b);
+        expect_matches<double>(c, reference_product<double>(a, b, c.shape()), n, "256^3");
+    });
+    const tessera::stats d = be.stats() - before;
+    EXPECT_EQ(d.parallel_dispatches, threads > 1 ? 1u : 0u);
+    EXPECT_EQ(d.inline_dispatches, threads > 1 ? 0u : 1u);
+}
+
+TEST_P(MatmulTest, WarmProductsMakeNoHeapAllocations) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        std::mt19937_64 rng(fresh_seed());
+        // GEMM sizes, one with operands Eigen cannot map (copied into the workspace), one tiled.
+        const tensor<float> a = random_tensor<float>(s, {96, 200}, rng);
+        const tensor<float> b = random_tensor<float>(s, {200, 300}, rng);
+        tensor<float> c = tessera::zeros<float>(s, {96, 150});
+        const tensor_view<const float> b_odd = b.view().slice(1, 0, tessera::slice_end, 2);
+        const tensor<float> big = random_tensor<float>(s, {256, 256}, rng);
+        tensor<float> big_out = tessera::zeros<float>(s, {256, 256});
+        tensor<float> small = random_tensor<float>(s, {2, 2}, rng);
+        tensor<float> small_out = tessera::zeros<float>(s, {2, 2});
+        const auto step = [&] {
+            tessera::matmul(s, a, b_odd, c);
+            tessera::matmul(s, a, b_odd, c, 0.5f, 0.5f);
+            tessera::matmul(s, big, big, big_out);
+            tessera::matmul(s, small, small, small_out);
+            tensor<float> fresh = tessera::matmul(s, a, b);  // allocating form: from the workspace
+            EXPECT_EQ(fresh.shape(), (shape{96, 300}));
+        };
+        step();  // warm: the workspace now holds every block the loop needs
+        const tessera::test::allocation_scope allocations;
+        for (int i = 0; i < 5; ++i) step();
+        EXPECT_EQ(allocations.count(), 0u);
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, MatmulTest, ::testing::ValuesIn(tessera::test::thread_counts()),
+                         tessera::test::thread_count_name);
+
+// --- batched_matmul -----------------------------------------------------------------------------
+
+class BatchedMatmulTest : public ::testing::TestWithParam<int> {};
+
+const std::vector<mkn> batched_sizes = {
+    {2, 2, 2},   {3, 3, 3},   {4, 4, 4},   {5, 5, 5},   {6, 6, 6},    {8, 8, 8},  {16, 16, 16},
+    {32, 32, 32}, {4, 4, 1}, {3, 3, 1},   {7, 7, 7},   {9, 9, 9},    {3, 5, 2},  {33, 33, 33},
+    {64, 64, 64}, {1, 1, 1}, {2, 3, 4}};
+
+template <class T>
+void check_batched_sizes(session& s, std::mt19937_64& rng) {
+    for (const mkn& z : batched_sizes) {
+        const std::size_t batch = z.m >= 32 ? 3 : 11;
+        const tensor<T> a = random_tensor<T>(s, {batch, z.m, z.k}, rng);
+        const tensor<T> b = random_tensor<T>(s, {batch, z.k, z.n}, rng);
+        const tensor<T> c = tessera::batched_matmul(s, a, b);
+        ASSERT_EQ(c.shape(), (shape{batch, z.m, z.n}));
+        const std::string what = "batched " + text(a.shape()) + " x " + text(b.shape());
+        expect_matches<T>(c, reference_product<T>(a, b, c.shape()), z.k, what);
+        // A shared b, and a 2-level batch with a shared a.
+        const tensor<T> b1 = random_tensor<T>(s, {z.k, z.n}, rng);
+        tensor<T> c1 = tessera::empty<T>(s, {batch, z.m, z.n});
+        tessera::batched_matmul(s, a, b1, c1);
+        expect_matches<T>(c1, reference_product<T>(a, b1, c1.shape()), z.k, what + " shared b");
+        const tensor<T> a1 = random_tensor<T>(s, {1, z.m, z.k}, rng);
+        const tensor<T> b2 = random_tensor<T>(s, {2, 3, z.k, z.n}, rng);
+        const tensor<T> c2 = tessera::batched_matmul(s, a1, b2);
+        ASSERT_EQ(c2.shape(), (shape{2, 3, z.m, z.n}));
+        expect_matches<T>(c2, reference_product<T>(a1, b2, c2.shape()), z.k, what + " shared a");
+    }
+}
+
+TEST_P(BatchedMatmulTest, MatchesTheReferenceForEverySizeClassAndType) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        check_batched_sizes<float>(s, rng);
+        check_batched_sizes<double>(s, rng);
+        check_batched_sizes<cf>(s, rng);
+        check_batched_sizes<cd>(s, rng);
+    });
+}
+
+// White-box: every compiled variant this CPU can run, not only the one it picks, for every
+// kernel shape, with dense, shared-b and strided batches.
+template <class T>
+void check_variants(session& s, std::mt19937_64& rng) {
+    using tessera::detail::kernel_isa;
+    using tessera::detail::small_size;
+    const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
+    for (const mkn& z : {mkn{2, 2, 2}, mkn{3, 3, 3}, mkn{4, 4, 4}, mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8},
+                         mkn{16, 16, 16}, mkn{32, 32, 32}, mkn{4, 4, 1}, mkn{3, 3, 1}}) {
+        const small_size size = tessera::detail::classify_small(z.m, z.k, z.n);
+        ASSERT_NE(size, small_size::none);
+        const std::size_t batch = 7;
+        const tensor<T> a = random_tensor<T>(s, {batch, z.m, z.k}, rng);
+        const tensor<T> b = random_tensor<T>(s, {batch, z.k, z.n}, rng);
+        const reference<T> dense = reference_product<T>(a, b, {batch, z.m, z.n});
+        const reference<T> shared = reference_product<T>(a, b.view().slice(0, 0, 1), {batch, z.m, z.n});
+        for (unsigned isa = 0; isa <= host; ++isa) {
+            const std::string what = std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) +
+                                     " " + text(a.shape()) + " x " + text(b.shape());
+            // Guard elements around the output catch writes outside each matrix.
+            const std::size_t mn = z.m * z.n;
+            tensor<T> c = tessera::full<T>(s, {batch * mn + 2}, T{7});
+            const T* ap = a.data();
+            const T* bp = b.data();
+            T* cp = c.data() + 1;
+            const auto sa = static_cast<std::ptrdiff_t>(z.m * z.k), sb = static_cast<std::ptrdiff_t>(z.k * z.n);
+            tessera::detail::run_small_batch<T>(static_cast<kernel_isa>(isa), size,
+                                                {ap, sa, bp, sb, cp, static_cast<std::ptrdiff_t>(mn), batch});
+            expect_matches<T>(tensor_view<const T>(cp, {batch, z.m, z.n}), dense, z.k, what);
+            EXPECT_EQ(c.values().front(), T{7}) << what;
+            EXPECT_EQ(c.values().back(), T{7}) << what;
+            tessera::detail::run_small_batch<T>(static_cast<kernel_isa>(isa), size,
+                                                {ap, sa, bp, 0, cp, static_cast<std::ptrdiff_t>(mn), batch});
+            expect_matches<T>(tensor_view<const T>(cp, {batch, z.m, z.n}), shared, z.k, what + " shared b");
+            EXPECT_EQ(c.values().front(), T{7}) << what;
+            EXPECT_EQ(c.values().back(), T{7}) << what;
+        }
+    }
+}
+
+TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        check_variants<float>(s, rng);
+        check_variants<double>(s, rng);
+        check_variants<cf>(s, rng);
+        check_variants<cd>(s, rng);
+    });
+}
+
+TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
+    const std::string isa = tessera::detail::matmul_kernel_isa();
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    EXPECT_EQ(isa, avx512 ? "avx512" : avx2 ? "avx2" : "default");
+}
+
+template <class T>
+void check_batched_strided(session& s, std::mt19937_64& rng, std::size_t n) {
+    // a: every other matrix of a batch, each transposed; b: broadcast over a middle axis of 1;
+    // out: a permuted view (batch axes swapped) whose matrices are transposed.
+    const tensor<T> aw = random_tensor<T>(s, {8, n, n}, rng);
+    const tensor_view<const T> a = aw.view().slice(0, 0, tessera::slice_end, 2).transpose(-1, -2);  // [4, n, n]
+    const tensor<T> b = random_tensor<T>(s, {3, 1, n, n}, rng);
+    const shape result{3, 4, n, n};
+    const reference<T> ref = reference_product<T>(a, b, result);
+    const tensor<T> c = tessera::batched_matmul(s, a, b);
+    expect_matches<T>(c, ref, n, "strided a, n=" + std::to_string(n));
+    tensor<T> store = tessera::zeros<T>(s, {4, 3, n, n});
+    const tensor_view<T> out = store.view().permute({1, 0, 3, 2});
+    tessera::batched_matmul(s, a, b, out);
+    expect_matches<T>(out, ref, n, "strided out, n=" + std::to_string(n));
+}
+
+TEST_P(BatchedMatmulTest, ReadsAndWritesStridedBroadcastAndTransposedBatches) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        for (std::size_t n : {2u, 3u, 4u, 5u, 7u, 8u, 40u}) {
+            check_batched_strided<float>(s, rng, n);
+            check_batched_strided<double>(s, rng, n);
+            check_batched_strided<cf>(s, rng, n);
+        }
+    });
+}
+
+TEST_P(BatchedMatmulTest, EmptyBatchesAndEmptyMatricesGiveEmptyResults) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const tensor<float> none = tessera::empty<float>(s, {0, 4, 4});
+        const tensor<float> b = tessera::full<float>(s, {4, 4}, 1.0f);
+        const tensor<float> c = tessera::batched_matmul(s, none, b);
+        EXPECT_EQ(c.shape(), (shape{0, 4, 4}));
+        EXPECT_EQ(c.size(), 0u);
+        tensor<float> out = tessera::empty<float>(s, {2, 0, 4, 4});
+        tessera::batched_matmul(s, tessera::empty<float>(s, {2, 1, 4, 4}), tessera::empty<float>(s, {0, 4, 4}), out);
+        const tensor<float> k0 = tessera::batched_matmul(s, tessera::empty<float>(s, {3, 2, 0}),
+                                                         tessera::empty<float>(s, {3, 0, 5}));
+        EXPECT_EQ(k0.shape(), (shape{3, 2, 5}));
+        for (float v : k0.values()) EXPECT_EQ(v, 0.0f);
+    });
+    EXPECT_EQ(be.stats().parallel_dispatches, 0u);
+}
+
+TEST_P(BatchedMatmulTest, BadInputThrowsBeforeWriting) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const tensor<double> a = tessera::full<double>(s, {2, 3, 4}, 1.0);
+        tensor<double> out = tessera::full<double>(s, {2, 3, 5}, -1.0);
+        expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {2, 5, 5}, 1.0), out); },
+                           "batched_matmul: the inner dimensions of a [2,3,4] and b [2,5,5] differ");
+        expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {3, 4, 5}, 1.0), out); },
+                           "batched_matmul: the batch dimensions of a [2,3,4] and b [3,4,5] do not broadcast");
+        expect_shape_error([&] { tessera::batched_matmul(s, tessera::full<double>(s, {4}, 1.0), a); },
+                           "batched_matmul: a must have rank >= 2 but has shape [4]");
+        expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {4}, 1.0)); },
+                           "batched_matmul: b must have rank >= 2 but has shape [4]");
+        const tensor<double> b = tessera::full<double>(s, {4, 5}, 1.0);
+        tensor<double> wrong = tessera::full<double>(s, {3, 3, 5}, -1.0);
+        expect_shape_error([&] { tessera::batched_matmul(s, a, b, wrong); },
+                           "batched_matmul: out has shape [3,3,5] but the result has shape [2,3,5]");
+        for (double x : out.values()) ASSERT_EQ(x, -1.0);
+        for (double x : wrong.values()) ASSERT_EQ(x, -1.0);
+        tensor<double> sq = tessera::full<double>(s, {2, 4, 4}, 1.0);
+        EXPECT_THROW(tessera::batched_matmul(s, sq, sq.view().slice(0, 0, 1), sq), tessera::alias_error);
+        // Disjoint matrices of one tensor are fine.
+        tessera::batched_matmul(s, sq.view().slice(0, 1, 2), sq.view().slice(0, 1, 2), sq.view().slice(0, 0, 1));
+        for (std::size_t i = 0; i < 16; ++i) ASSERT_EQ(sq.values()[i], 4.0);
+    });
+}
+
+TEST_P(BatchedMatmulTest, WarmSmallMatrixLoopMakesNoHeapAllocations) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        std::mt19937_64 rng(fresh_seed());
+        const tensor<float> a = random_tensor<float>(s, {256, 4, 4}, rng);
+        const tensor<float> b = random_tensor<float>(s, {256, 4, 4}, rng);
+        const tensor<float> shared = random_tensor<float>(s, {4, 4}, rng);
+        tensor<float> c = tessera::empty<float>(s, {256, 4, 4});
+        const tensor<double> a7 = random_tensor<double>(s, {64, 7, 7}, rng);
+        tensor<double> c7 = tessera::empty<double>(s, {64, 7, 7});
+        const auto step = [&] {
+            tessera::batched_matmul(s, a, b, c);
+            tessera::batched_matmul(s, a, shared, c);
+            tessera::batched_matmul(s, a.view().transpose(-1, -2), b, c);  // copied into the workspace
+            tessera::batched_matmul(s, a7, a7, c7);
+        };
+        step();
+        const tessera::test::allocation_scope allocations;
+        for (int i = 0; i < 100; ++i) step();
+        EXPECT_EQ(allocations.count(), 0u);
+    });
+}
+
+TEST_P(BatchedMatmulTest, SmallBatchRunsInlineAndLargeBatchDispatchesOnceInParallel) {
+    const int threads = GetParam();
+    backend be{backend_options{}.with_threads(threads)};
+    be.run([](session& s) {
+        const tensor<float> a = tessera::full<float>(s, {16, 4, 4}, 1.0f);
+        tensor<float> c = tessera::empty<float>(s, {16, 4, 4});
+        for (int i = 0; i < 10; ++i) tessera::batched_matmul(s, a, a, c);
+    });
+    EXPECT_EQ(be.stats().parallel_dispatches, 0u);
+    EXPECT_EQ(be.stats().inline_dispatches, 10u);
+
+    // 100,000 4x4 products are 6.4M multiply-adds, far above the grain.
+    const tessera::stats before = be.stats();
+    be.run([&](session& s) {
+        std::mt19937_64 rng(fresh_seed());
+        const tensor<float> a = random_tensor<float>(s, {100000, 4, 4}, rng);
+        const tensor<float> b = random_tensor<float>(s, {4, 4}, rng);
+        const tensor<float> c = tessera::batched_matmul(s, a, b);
+        const tensor_view<const float> tail = c.view().slice(0, 99990);
+        expect_matches<float>(tail, reference_product<float>(a.view().slice(0, 99990), b, tail.shape()), 4,
+                              "last matrices of 100000");
+    });
+    const tessera::stats d = be.stats() - before;
+    EXPECT_EQ(d.parallel_dispatches, threads > 1 ? 1u : 0u);
+    EXPECT_EQ(d.inline_dispatches, threads > 1 ? 0u : 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, BatchedMatmulTest, ::testing::ValuesIn(tessera::test::thread_counts()),
+                         tessera::test::thread_count_name);
+
+// --- tensordot, dot, vdot, outer --------------------------------------------------------------
+
+class ContractionTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ContractionTest, TensordotMatchesLoopsOverNamedAxisPairs) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        const tensor<double> a = random_tensor<double>(s, {3, 4, 5}, rng);
+        const tensor<double> b = random_tensor<double>(s, {5, 3, 6}, rng);
+        // Contract a's axes 0 and 2 with b's axes 1 and 0 (not a contiguous block of either).
+        const tensor<double> c = tessera::tensordot(s, a, b, {0, -1}, {1, 0});
+        ASSERT_EQ(c.shape(), (shape{4, 6}));
+        for (std::size_t j = 0; j < 4; ++j)
+            for (std::size_t l = 0; l < 6; ++l) {
+                double want = 0, mag = 0;
+                for (std::size_t i = 0; i < 3; ++i)
+                    for (std::size_t p = 0; p < 5; ++p) {
+                        want += a(i, j, p) * b(p, i, l);
+                        mag += std::abs(a(i, j, p) * b(p, i, l));
+                    }
+                ASSERT_NEAR(c(j, l), want, 40 * epsilon_of<double>() * mag) << j << "," << l;
+            }
+        // No axes: the outer product, shape a + b.
+        const tensor<double> o = tessera::tensordot(s, a, b, {}, {});
+        ASSERT_EQ(o.shape(), (shape{3, 4, 5, 5, 3, 6}));
+        EXPECT_DOUBLE_EQ(o(2, 1, 3, 4, 0, 5), a(2, 1, 3) * b(4, 0, 5));
+        // Into a transposed out; complex operands.
+        const tensor<cf> x = random_tensor<cf>(s, {2, 3, 4}, rng);
+        const tensor<cf> y = random_tensor<cf>(s, {4, 3, 5}, rng);
+        tensor<cf> store = tessera::zeros<cf>(s, {5, 2});
+        const std::array<std::ptrdiff_t, 2> ax{1, 2}, ay{1, 0};
+        tessera::tensordot(s, x, y, ax, ay, store.view().transpose());
+        for (std::size_t i = 0; i < 2; ++i)
+            for (std::size_t l = 0; l < 5; ++l) {
+                cd want{};
+                double mag = 0;
+                for (std::size_t j = 0; j < 3; ++j)
+                    for (std::size_t p = 0; p < 4; ++p) {
+                        want += widen(x(i, j, p)) * widen(y(p, j, l));
+                        mag += std::abs(widen(x(i, j, p))) * std::abs(widen(y(p, j, l)));
+                    }
+                ASSERT_LE(std::abs(widen(store(l, i)) - want), 40 * epsilon_of<cf>() * mag) << i << "," << l;
+            }
+    });
+}
+
+TEST_P(ContractionTest, DotFollowsNumPyForEveryRankPair) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        const tensor<double> v = random_tensor<double>(s, {7}, rng);
+        const tensor<double> w = random_tensor<double>(s, {7}, rng);
+        const tensor<double> m = random_tensor<double>(s, {5, 7}, rng);
+        const tensor<double> mt = random_tensor<double>(s, {7, 4}, rng);
+        const tensor<double> t3 = random_tensor<double>(s, {2, 7, 3}, rng);
+
+        const tensor<double> vv = tessera::dot(s, v, w);
+        ASSERT_EQ(vv.rank(), 0u);
+        double want = 0;
+        for (std::size_t i = 0; i < 7; ++i) want += v(i) * w(i);
+        EXPECT_NEAR(vv.values()[0], want, 1e-14);
+
+        const tensor<double> mv = tessera::dot(s, m, v);  // [5]
+        ASSERT_EQ(mv.shape(), shape{5});
+        for (std::size_t i = 0; i < 5; ++i) {
+            double x = 0;
+            for (std::size_t p = 0; p < 7; ++p) x += m(i, p) * v(p);
+            EXPECT_NEAR(mv(i), x, 1e-14);
+        }
+        const tensor<double> vm = tessera::dot(s, v, mt);  // [4]
+        ASSERT_EQ(vm.shape(), shape{4});
+        for (std::size_t j = 0; j < 4; ++j) {
+            double x = 0;
+            for (std::size_t p = 0; p < 7; ++p) x += v(p) * mt(p, j);
+            EXPECT_NEAR(vm(j), x, 1e-14);
+        }
+        const tensor<double> mm = tessera::dot(s, m, mt);  // [5, 4]
+        expect_matches<double>(mm, reference_product<double>(m, mt, {5, 4}), 7, "dot 2-D");
+        const tensor<double> m3 = tessera::dot(s, m, t3);  // [5, 2, 3]: sum over m's last, t3's -2
+        ASSERT_EQ(m3.shape(), (shape{5, 2, 3}));
+        for (std::size_t i = 0; i < 5; ++i)
+            for (std::size_t k = 0; k < 2; ++k)
+                for (std::size_t l = 0; l < 3; ++l) {
+                    double x = 0;
+                    for (std::size_t p = 0; p < 7; ++p) x += m(i, p) * t3(k, p, l);
+                    EXPECT_NEAR(m3(i, k, l), x, 1e-14);
+                }
+        tensor<double> scalar = tessera::zeros<double>(s, shape{});
+        tessera::dot(s, v, w, scalar);
+        EXPECT_NEAR(scalar.values()[0], want, 1e-14);
+
+        expect_shape_error([&] { tessera::dot(s, v, tessera::zeros<double>(s, {6})); },
+                           "dot: the inner dimensions of a [7] and b [6] differ");
+        expect_shape_error([&] { tessera::dot(s, m, m); }, "dot: the inner dimensions of a [5,7] and b [5,7] differ");
+        expect_shape_error([&] { tessera::dot(s, tessera::zeros<double>(s, shape{}), v); },
+                           "dot: a must have rank >= 1 but has shape []");
+    });
+}
+
+TEST_P(ContractionTest, VdotConjugatesAndFlattensAndOuterFlattens) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        const tensor<cd> a = random_tensor<cd>(s, {3, 4}, rng);
+        const tensor<cd> b = random_tensor<cd>(s, {4, 3}, rng);
+        // b.transpose() is not contiguous: it is flattened in its own row-major order.
+        const cd got = tessera::vdot(s, a, b.view().transpose());
+        cd want{};
+        for (std::size_t i = 0; i < 3; ++i)
+            for (std::size_t j = 0; j < 4; ++j) want += std::conj(a(i, j)) * b(j, i);
+        EXPECT_LE(std::abs(got - want), 1e-13);
+        const cd flat = tessera::vdot(s, a, b);  // [3,4] and [4,3]: 12 elements each
+        cd want_flat{};
+        for (std::size_t i = 0; i < 12; ++i) want_flat += std::conj(a.values()[i]) * b.values()[i];
+        EXPECT_LE(std::abs(flat - want_flat), 1e-13);
+        expect_shape_error([&] { static_cast<void>(tessera::vdot(s, a, tessera::zeros<cd>(s, {5}))); },
+                           "vdot: a [3,4] has 12 elements but b [5] has 5");
+
+        // A long vdot is split into blocks; the sum does not depend on the thread count.
+        const tensor<double> x = random_tensor<double>(s, {300001}, rng);
+        double wx = 0;
+        for (double v : x.values()) wx += v * v;
+        EXPECT_NEAR(tessera::vdot(s, x, x), wx, 1e-12 * wx);
+
+        const tensor<float> u = random_tensor<float>(s, {2, 3}, rng);
+        const tensor<float> v = random_tensor<float>(s, {9}, rng);
+        const tensor<float> o = tessera::outer(s, u, v.view().flip(0).slice(0, 0, tessera::slice_end, 2));
+        ASSERT_EQ(o.shape(), (shape{6, 5}));
+        for (std::size_t i = 0; i < 6; ++i)
+            for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(o(i, j), u.values()[i] * v(8 - 2 * j));
+        tensor<float> ot = tessera::zeros<float>(s, {5, 6});
+        tessera::outer(s, u, v.view().flip(0).slice(0, 0, tessera::slice_end, 2), ot.view().transpose());
+        for (std::size_t i = 0; i < 6; ++i)
+            for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(ot(j, i), o(i, j));
+    });
+}
+
+TEST_P(ContractionTest, TensordotRejectsBadAxes) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const tensor<float> a = tessera::zeros<float>(s, {2, 3, 4});
+        const tensor<float> b = tessera::zeros<float>(s, {4, 3});
+        expect_shape_error([&] { tessera::tensordot(s, a, b, {2}, {0, 1}); },
+                           "tensordot: 1 axes given for a and 2 for b; they must pair up, at most one per axis");
+        expect_shape_error([&] { tessera::tensordot(s, a, b, {1, 1}, {1, 1}); },
+                           "tensordot: axis 1 appears more than once");
+        expect_shape_error([&] { tessera::tensordot(s, a, b, {0}, {0}); },
+                           "tensordot: axis 0 of a [2,3,4] and axis 0 of b [4,3] differ in extent");
+        expect_shape_error([&] { tessera::tensordot(s, a, b, {3}, {0}); },
+                           "tensordot: axis 3 is out of range for rank 3");
+        tensor<float> out = tessera::full<float>(s, {2, 4}, -1.0f);
+        expect_shape_error([&] {
+            const std::array<std::ptrdiff_t, 1> x{2}, y{0};
+            tessera::tensordot(s, a, b, x, y, out);
+        }, "tensordot: out has shape [2,4] but the result has shape [2,3,3]");
+        for (float v : out.values()) ASSERT_EQ(v, -1.0f);
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, ContractionTest, ::testing::ValuesIn(tessera::test::thread_counts()),
+                         tessera::test::thread_count_name);
+
+}  // namespace
