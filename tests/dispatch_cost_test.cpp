@@ -100,6 +100,45 @@ std::vector<path> cost_table() {
                          .parallel_dispatches = threads > 1 ? 1u : 0u,
                          .inline_dispatches = threads > 1 ? 0u : 1u,
                          .pool_hits = 1}});
+        rows.push_back({"batched 4x4 matmul, 64 matrices, out-parameter form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto a = tessera::full<float>(s, {64, 4, 4}, 0.5f);
+                                auto c = tessera::full<float>(s, {64, 4, 4}, 0.0f);
+                                tessera::batched_matmul(s, a, a, c);
+                            });
+                        },
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 1,
+                         .pool_hits = 2}});
+        rows.push_back({"batched 4x4 matmul, 100000 matrices, out-parameter form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto a = tessera::full<float>(s, {100000, 4, 4}, 0.5f);
+                                auto c = tessera::full<float>(s, {100000, 4, 4}, 0.0f);
+                                tessera::batched_matmul(s, a, a, c);
+                            });
+                        },
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .parallel_dispatches = threads > 1 ? 1u : 0u,
+                         .inline_dispatches = threads > 1 ? 0u : 1u,
+                         .pool_hits = 2}});
+        rows.push_back({"batched 3x3 solve, 64 systems, out-parameter form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto a = tessera::full<double>(s, {64, 3, 3}, 0.0);
+                                for (std::size_t i = 0; i < 64; ++i)
+                                    for (std::size_t d = 0; d < 3; ++d) a.data()[9 * i + 4 * d] = 2.0;
+                                auto b = tessera::full<double>(s, {64, 3, 1}, 1.0);
+                                tessera::solve(s, a, b, b);
+                            });
+                        },
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 1,
+                         .pool_hits = 2}});
     }
     return rows;
 }
