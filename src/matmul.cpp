@@ -2,11 +2,9 @@
 // one-time choice of the tiny-matrix kernel variant, and the kernels themselves, compiled once
 // into the library for the four element types.
 
-// The kernels' generic vectors only cross always-inline calls, so GCC's note that passing them by
-// value would change the ABI (issued where the templates are instantiated, at the end of this
-// file) does not apply.
+// GCC's -Wpsabi note about passing the kernels' vectors by value is switched off for this file in
+// CMakeLists.txt (a pragma here does not reach it).
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
 // GCC 12's AVX-512 intrinsics (reached through Eigen's kernels when the build targets AVX-512,
 // e.g. TESSERA_ARCH=native) start from _mm512_undefined_*() and trip a false -Wmaybe-uninitialized
 // (GCC bug 105593, fixed in GCC 13).

@@ -21,34 +21,42 @@ namespace tessera {
 struct backend_options {
     /// Threads one session may use, itself included. Unset: the TESSERA_NUM_THREADS environment
     /// variable if set, else the process's CPU-affinity count. 1 gives an inline backend that
-    /// never touches oneTBB. A value below 1 is a config_error.
+    /// never touches oneTBB. A value outside 1..4096 is a config_error, and so is a
+    /// TESSERA_NUM_THREADS (read only when this is unset) that is not a whole number in 1..4096.
     std::optional<int> threads;
     /// Application threads that may hold sessions at once; further callers wait for a slot.
-    /// Each slot is an arena slot reserved for application threads (at least 1).
+    /// Each slot is an arena slot reserved for application threads. A value outside 1..4096 is a
+    /// config_error. No effect on a one-thread backend: it has no arena, so no caller waits.
     int session_slots = 1;
     /// The most payload bytes the buffer pool owns, free or lent out. Allocations beyond the cap
     /// come from the heap and go straight back to it, so retained bytes never exceed the cap.
     std::size_t retained_bytes_cap = std::size_t{512} << 20;
     /// Work (elements x the op family's relative cost, 1 for an addition) at or below which an
-    /// op runs inline on the session's thread; above it, work is split into chunks of at least
-    /// this much. Waking a second thread costs ~2.4 us warm; 32k float additions is about that.
+    /// op runs inline on the session's thread; above it, work is halved while a piece holds more
+    /// than this much, so chunks hold at least about half of it (oneTBB's default partitioner may
+    /// leave chunks larger than it). 0 is a config_error. Waking a second thread costs ~2.4 us
+    /// warm; 32k float additions is about that.
     std::size_t grain = std::size_t{1} << 15;
 
+    /// Returns a copy with `threads` set to `n`; `n` is checked when a backend is built.
     backend_options with_threads(int n) const {
         backend_options o = *this;
         o.threads = n;
         return o;
     }
+    /// Returns a copy with `session_slots` set to `n`; `n` is checked when a backend is built.
     backend_options with_session_slots(int n) const {
         backend_options o = *this;
         o.session_slots = n;
         return o;
     }
+    /// Returns a copy with `retained_bytes_cap` set to `bytes` (any value; 0 pools nothing).
     backend_options with_retained_bytes_cap(std::size_t bytes) const {
         backend_options o = *this;
         o.retained_bytes_cap = bytes;
         return o;
     }
+    /// Returns a copy with `grain` set to `work`; 0 is rejected when a backend is built.
     backend_options with_grain(std::size_t work) const {
         backend_options o = *this;
         o.grain = work;
@@ -70,6 +78,8 @@ public:
     backend();
     /// Builds a backend; throws config_error for invalid options or TESSERA_NUM_THREADS.
     explicit backend(const backend_options& options);
+    /// Frees the arena, the pool and every retained block. No session of this backend may be
+    /// open (checked with TESSERA_CHECK, which aborts by default); live tensors stay valid.
     ~backend();
     backend(const backend&) = delete;
     backend& operator=(const backend&) = delete;
@@ -77,10 +87,13 @@ public:
     /// Runs `fn(session&)` in a session of this backend and returns its result or rethrows its
     /// exception.
     ///
-    /// - On a multi-thread backend it enters the arena once (isolated) and opens a session.
+    /// The first matching case applies:
+    /// - On a thread whose innermost open session belongs to this backend it reuses that session,
+    ///   also inside a parallel chunk that runs on the session's own thread (a nested reuse).
     /// - On a one-thread backend it opens the session inline: no arena, no oneTBB call.
-    /// - On a thread already inside a session of this backend it reuses that session.
-    /// - Inside a parallel chunk of this backend it opens a child session with its own workspace.
+    /// - Inside a parallel chunk of this backend on another (worker) thread it opens a child
+    ///   session with its own workspace.
+    /// - Otherwise it enters the arena once (isolated) and opens a session.
     /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
     /// may run it on an arena thread while the caller waits. Results are returned by value.
     template <class Fn>

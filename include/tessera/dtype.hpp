@@ -10,6 +10,8 @@
 
 namespace tessera {
 
+/// True when T is a std::complex specialisation (complex<float>, complex<double>), else false;
+/// cv-qualified types are not stripped.
 template <class T>
 inline constexpr bool is_complex_v = false;
 template <class T>
@@ -51,6 +53,8 @@ template <class T>
 struct real_type<std::complex<T>> {
     using type = T;
 };
+/// The real type underlying T: float for complex<float>, double for complex<double>, T itself
+/// for every other type (bool and the integer types included).
 template <class T>
 using real_type_t = typename real_type<T>::type;
 

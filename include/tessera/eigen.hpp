@@ -1,17 +1,18 @@
 // tessera/eigen.hpp - the Eigen bridge: tessera::view_of (an Eigen dense object as a tensor_view,
 // no copy), tessera::as_eigen (a rank-1 or rank-2 view as an Eigen::Map, no copy) and
-// tessera::from_eigen (a copy into a tensor). Includes Eigen: it is the only public header that
-// does besides ops/linalg.hpp (and ops/matmul.hpp); tessera.hpp does not include it.
+// tessera::from_eigen (a copy into a tensor). Includes Eigen (through detail/eigen_config.hpp,
+// which compiles Eigen's OpenMP out): besides ops/matmul.hpp it is the only public header that
+// does (ops/linalg.hpp does not; its op bodies are compiled in the library). tessera.hpp does not
+// include this header.
 #pragma once
 
+#include <tessera/detail/eigen_config.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/ops/structural.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor.hpp>
 #include <tessera/tensor_view.hpp>
-
-#include <Eigen/Core>
 
 #include <cstddef>
 #include <span>
@@ -121,15 +122,19 @@ eigen_map<T> as_eigen(const tensor_view<T>& v) {
     return eigen_map<T>(v.data(), rows, cols,
                         Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(outer, inner));
 }
+/// Returns a writable Eigen::Map of a rank-1 ([n, 1]) or rank-2 tensor; no copy. Valid while the
+/// tensor lives and is not moved from. Throws shape_error for rank 0 or above 2.
 template <element T>
 eigen_map<T> as_eigen(tensor<T>& t) {
     return as_eigen(t.view());
 }
+/// Returns a read-only Eigen::Map of a rank-1 ([n, 1]) or rank-2 tensor; no copy. Valid while
+/// the tensor lives and is not moved from. Throws shape_error for rank 0 or above 2.
 template <element T>
 eigen_map<const T> as_eigen(const tensor<T>& t) {
     return as_eigen(t.view());
 }
-/// A map of a temporary tensor would dangle.
+/// Deleted: a map of a temporary tensor would dangle; name the tensor first.
 template <element T>
 void as_eigen(tensor<T>&&) = delete;
 
@@ -143,14 +148,19 @@ eigen_vector_map<T> as_eigen_vector(const tensor_view<T>& v) {
     return eigen_vector_map<T>(v.data(), static_cast<Eigen::Index>(v.extent(0)),
                                Eigen::InnerStride<Eigen::Dynamic>(inner));
 }
+/// Returns a writable Eigen column-vector Map of a rank-1 tensor; no copy. Valid while the tensor
+/// lives and is not moved from. Throws shape_error for another rank.
 template <element T>
 eigen_vector_map<T> as_eigen_vector(tensor<T>& t) {
     return as_eigen_vector(t.view());
 }
+/// Returns a read-only Eigen column-vector Map of a rank-1 tensor; no copy. Valid while the tensor
+/// lives and is not moved from. Throws shape_error for another rank.
 template <element T>
 eigen_vector_map<const T> as_eigen_vector(const tensor<T>& t) {
     return as_eigen_vector(t.view());
 }
+/// Deleted: a map of a temporary tensor would dangle; name the tensor first.
 template <element T>
 void as_eigen_vector(tensor<T>&&) = delete;
 

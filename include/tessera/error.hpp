@@ -1,6 +1,6 @@
 // tessera/error.hpp - the exception types tessera throws.
 // Every recoverable error derives from tessera::error; the message names the op and the operands,
-// e.g. "add: shapes [3,4] and [4,3] do not match".
+// e.g. "add: shapes [3,4] and [4,3] do not broadcast".
 #pragma once
 
 #include <stdexcept>

@@ -72,12 +72,16 @@ public:
         return s;
     }
 
+    /// Returns the number of axes, 0 (a scalar) to max_rank.
     constexpr std::size_t rank() const noexcept { return rank_; }
     /// Returns the element count (1 for rank 0, 0 if any extent is 0).
     constexpr std::size_t count() const noexcept { return count_; }
+    /// Returns the extent of `axis`; `axis` must be below rank() (unchecked).
     constexpr std::size_t operator[](std::size_t axis) const noexcept { return dims_[axis]; }
+    /// Returns the rank() extents; the span points into this shape and lives as long as it does.
     std::span<const std::size_t> dims() const noexcept { return {dims_.data(), rank_}; }
 
+    /// Returns true when both shapes have the same rank and the same extent on every axis.
     friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
         if (a.rank_ != b.rank_) return false;
         for (std::size_t i = 0; i < a.rank_; ++i)

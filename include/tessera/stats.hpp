@@ -1,5 +1,7 @@
 // tessera/stats.hpp - tessera::stats, the counter snapshot returned by backend::stats().
-// Counters are exact and deterministic for a given program, so tests pin them.
+// Counters are exact and deterministic for a given program, so tests pin them; the one exception is
+// `run` inside parallel chunks, where the split between child_sessions and nested_reuses depends
+// on which thread runs each chunk (their sum does not).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,11 @@ namespace tessera {
 ///
 /// A session keeps its counters in plain integers and merges them into the backend once, when it
 /// closes, so a snapshot taken while sessions run reflects the sessions that have closed.
+///
+/// `run` called inside a parallel chunk reuses the session when the chunk runs on the session's
+/// own thread and opens a child session when it runs on a worker, so how such calls divide between
+/// `nested_reuses` and `child_sessions` depends on scheduling (and with it `sessions` and the pool
+/// hit/miss counts, since each child session leases its own workspace); their sum does not.
 struct stats {
     std::uint64_t sessions = 0;             ///< sessions closed (top-level and child)
     std::uint64_t arena_entries = 0;        ///< top-level sessions that entered the task_arena
@@ -24,6 +31,7 @@ struct stats {
     std::uint64_t bytes_retained = 0;       ///< bytes in free lists, ready for reuse
     std::uint64_t open_sessions = 0;        ///< workspaces leased right now (0 when idle)
 
+    /// Returns true when every counter of the two snapshots is equal.
     friend bool operator==(const stats&, const stats&) = default;
 };
 

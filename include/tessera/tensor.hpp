@@ -30,10 +30,10 @@ namespace detail {
 /// An owning, move-only, dense row-major tensor of rank 0 to 8.
 ///
 /// Its block is borrowed from the workspace of the session that made it. When the tensor is
-/// destroyed the block goes back to that workspace (inside a session of the same backend), to the
-/// backend's shared pool (elsewhere), or to the heap (if the backend is gone): a tensor may safely
-/// outlive its session and its backend. It converts implicitly to tensor_view<T> and
-/// tensor_view<const T>, which is how ops take it.
+/// destroyed the block goes to the workspace of the calling thread's innermost session (if that
+/// session is on the same backend), to the backend's shared pool (elsewhere), or to the heap (if
+/// the backend is gone): a tensor may safely outlive its session and its backend. It converts
+/// implicitly to tensor_view<T> and tensor_view<const T>, which is how ops take it.
 ///
 ///     auto t = tessera::zeros<float>(s, {2, 3});
 ///     t(1, 2) = 5.0f;
@@ -41,13 +41,17 @@ namespace detail {
 template <element T>
 class tensor {
 public:
+    /// The element type.
     using value_type = T;
 
     /// Builds a tensor of shape [0] that owns nothing.
     tensor() noexcept = default;
+    /// Takes over `other`'s block and shape; `other` is left empty, of shape [0]. Never allocates.
     tensor(tensor&& other) noexcept
         : data_(std::exchange(other.data_, nullptr)),
           shape_(std::exchange(other.shape_, shape::of_length(0))) {}
+    /// Gives back this tensor's block (as the destructor does), then takes over `other`'s block
+    /// and shape; `other` is left empty, of shape [0]. Self-assignment does nothing.
     tensor& operator=(tensor&& other) noexcept {
         if (this != &other) {
             release();
@@ -58,23 +62,38 @@ public:
     }
     tensor(const tensor&) = delete;
     tensor& operator=(const tensor&) = delete;
+    /// Gives the block back: to the workspace of the calling thread's innermost session if it
+    /// belongs to the block's backend, else to that backend's shared pool, or to the heap if the
+    /// backend is gone or the block was allocated over the pool's cap. Any thread may do this.
     ~tensor() { release(); }
 
+    /// Returns the extents ([0] for a moved-from or default-built tensor).
     const tessera::shape& shape() const noexcept { return shape_; }
+    /// Returns the number of axes (1 for a moved-from or default-built tensor).
     std::size_t rank() const noexcept { return shape_.rank(); }
     /// Returns the element count (0 for a moved-from or default-built tensor).
     std::size_t size() const noexcept { return shape_.count(); }
+    /// Returns the extent of `axis`; `axis` must be below rank() (unchecked).
     std::size_t extent(std::size_t axis) const noexcept { return shape_[axis]; }
+    /// Returns the first of size() contiguous row-major elements, or nullptr when size() is 0;
+    /// valid while the tensor lives and is not moved from.
     T* data() noexcept { return data_; }
+    /// Returns the first of size() contiguous row-major elements, read-only, or nullptr when
+    /// size() is 0; valid while the tensor lives and is not moved from.
     const T* data() const noexcept { return data_; }
     /// Returns the elements in row-major order; valid while the tensor lives.
     std::span<T> values() noexcept { return {data_, size()}; }
+    /// Returns the elements read-only, in row-major order; valid while the tensor lives.
     std::span<const T> values() const noexcept { return {data_, size()}; }
 
     /// Returns a view of all elements; valid while the tensor lives and is not moved from.
     tensor_view<T> view() noexcept { return {data_, shape_}; }
+    /// Returns a read-only view of all elements; valid while the tensor lives and is not moved
+    /// from.
     tensor_view<const T> view() const noexcept { return {data_, shape_}; }
+    /// Converts to a view of all elements, as view() does (same lifetime).
     operator tensor_view<T>() noexcept { return view(); }
+    /// Converts to a read-only view of all elements, as view() const does (same lifetime).
     operator tensor_view<const T>() const noexcept { return view(); }
 
     /// Returns the element at the given indices (one per axis; checked in debug builds only).
@@ -83,6 +102,8 @@ public:
     T& operator()(Index... index) noexcept {
         return view()(index...);
     }
+    /// Returns the element at the given indices, read-only (one index per axis, each below its
+    /// extent; checked in debug builds only).
     template <class... Index>
         requires(std::is_integral_v<Index> && ...)
     const T& operator()(Index... index) const noexcept {

@@ -71,7 +71,9 @@ bool reshape_strides(const shape& from, const stride_array& strides, const shape
 template <class T>
 class tensor_view {
 public:
+    /// The element type as accessed through the view: const T for a read-only view.
     using element_type = T;
+    /// The element type without const or volatile.
     using value_type = std::remove_cv_t<T>;
 
     /// Builds an empty view of shape [0].
@@ -86,6 +88,8 @@ public:
         if (strides.size() != shape.rank()) detail::throw_strides_size(strides.size(), shape.rank());
         for (std::size_t i = 0; i < strides.size(); ++i) strides_[i] = strides[i];
     }
+    /// Views `data` with explicit strides in elements, given as a list; throws shape_error if the
+    /// stride count is not the rank.
     tensor_view(T* data, const tessera::shape& shape, std::initializer_list<std::ptrdiff_t> strides)
         : tensor_view(data, shape, std::span<const std::ptrdiff_t>(strides.begin(), strides.size())) {}
     /// Views a contiguous span as a rank-1 tensor.
@@ -99,13 +103,25 @@ public:
     constexpr tensor_view(const tensor_view<U>& v) noexcept
         : data_(v.data()), shape_(v.shape()), strides_(v.stride_values()) {}
 
+    /// Returns the address of the element at index (0, ..., 0); with negative strides it is not
+    /// the lowest address. Not to be dereferenced when size() is 0 (it may then be null).
     constexpr T* data() const noexcept { return data_; }
+    /// Returns the extents.
     constexpr const tessera::shape& shape() const noexcept { return shape_; }
+    /// Returns the number of axes, 0 to max_rank.
     constexpr std::size_t rank() const noexcept { return shape_.rank(); }
+    /// Returns the element count of the shape (1 for rank 0, 0 if any extent is 0); a broadcast
+    /// element is counted once per position it appears at.
     constexpr std::size_t size() const noexcept { return shape_.count(); }
+    /// Returns the extent of `axis`; `axis` must be below rank() (unchecked).
     constexpr std::size_t extent(std::size_t axis) const noexcept { return shape_[axis]; }
+    /// Returns the stride of `axis` in elements (may be 0 or negative); `axis` must be below
+    /// rank() (unchecked).
     constexpr std::ptrdiff_t stride(std::size_t axis) const noexcept { return strides_[axis]; }
+    /// Returns the rank() strides in elements; the span points into this view and is valid while
+    /// the view object lives.
     std::span<const std::ptrdiff_t> strides() const noexcept { return {strides_.data(), rank()}; }
+    /// Returns all max_rank stride slots by reference; slots at and past rank() carry no meaning.
     constexpr const stride_array& stride_values() const noexcept { return strides_; }
 
     /// Returns true when the elements are dense and row-major (extent-1 axes may have any stride).
@@ -162,6 +178,9 @@ public:
         }
         return permuted(normalized);
     }
+    /// Reorders the axes as the span overload does: axis i of the result is axis `axes[i]` of this
+    /// view (negative axes count from the end). Throws shape_error unless `axes` names every axis
+    /// exactly once.
     tensor_view permute(std::initializer_list<std::ptrdiff_t> axes) const {
         return permute(std::span<const std::ptrdiff_t>(axes.begin(), axes.size()));
     }
@@ -342,6 +361,7 @@ private:
     stride_array strides_{};
 };
 
+/// Deduces tensor_view<U> from std::span<U, N>: a span of const elements gives a read-only view.
 template <class U, std::size_t N>
 tensor_view(std::span<U, N>) -> tensor_view<U>;
 

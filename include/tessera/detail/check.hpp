@@ -28,7 +28,12 @@ namespace detail {
     } while (false)
 
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/// 1 when TESSERA_ASSERT checks its condition (NDEBUG undefined, or __SANITIZE_ADDRESS__ or
+/// __SANITIZE_THREAD__ defined), else 0; usable in `#if`.
 #define TESSERA_ASSERTS_ENABLED 1
+/// Debug guard for internal invariants: when TESSERA_ASSERTS_ENABLED is 1 it behaves exactly like
+/// TESSERA_CHECK (a failure calls the check handler, which does not return); when it is 0 it
+/// expands to nothing and `cond` is not evaluated, so `cond` must have no side effects.
 #define TESSERA_ASSERT(cond, message) TESSERA_CHECK(cond, message)
 #else
 #define TESSERA_ASSERTS_ENABLED 0

@@ -1,6 +1,6 @@
-// tessera/detail/eigen_config.hpp - the one place where tessera's matrix products include Eigen,
-// configured so that Eigen never starts threads of its own. Only the matmul and linalg headers
-// (and their detail headers) may include Eigen.
+// tessera/detail/eigen_config.hpp - the one place where tessera includes Eigen/Core, configured
+// so that Eigen never starts threads of its own. Every tessera file that uses Eigen (the matmul
+// headers, eigen.hpp, the linalg sources) includes Eigen through this header first.
 #pragma once
 
 // tessera is not compiled with -fopenmp, but a user's translation unit may be. Eigen parallelises

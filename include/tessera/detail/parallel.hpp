@@ -13,7 +13,9 @@
 namespace tessera::detail {
 
 /// Calls `body(begin, end)` over [0, n): inline when the backend has one thread or n is at most
-/// `grain` (nothing is woken), else split into chunks of at least `grain` items across the arena.
+/// `grain` (nothing is woken), else across the arena with tbb::parallel_for, which halves a range
+/// only while it holds more than `grain` items: chunks hold at least about grain / 2 items, and the
+/// default (auto) partitioner may leave some larger than `grain`. `grain` must be at least 1.
 /// Each decision is counted as an inline or a parallel dispatch.
 template <class Body>
 void parallel_range(session& s, std::size_t n, std::size_t grain, const Body& body) {

@@ -1,8 +1,7 @@
 // tessera/detail/small_matmul.hpp - batched products of tiny matrices with sizes fixed at compile
 // time (m = n = k in {2, 3, 4, 5, 6, 8, 16, 32}, and [4,4]x[4,1], [3,3]x[3,1]), compiled three
 // times (AVX-512, AVX2+FMA, the build's baseline) and chosen once per process from the CPU.
-// Part of ops/matmul.hpp; it includes Eigen (see eigen_config.hpp), which only the matmul and
-// linalg headers may do.
+// Part of ops/matmul.hpp; it includes Eigen (see eigen_config.hpp).
 #pragma once
 
 #include <tessera/detail/eigen_config.hpp>
@@ -376,11 +375,18 @@ template <kernel_isa I, class T, int M, int K, int N>
 // The three compilations of each loop. Target attributes (not target_clones) because each level
 // also picks its own kernel family and register budget; the choice among them is made once per
 // process by host_kernel_isa(), so there is no ifunc resolver to go wrong in a static library.
+#if defined(__clang__)
+// clang has no prefer-vector-width target feature (and would ignore the whole attribute).
+#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq"
+#else
+#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
+#endif
 template <class T, int M, int K, int N>
-[[gnu::target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")]] void batch_avx512(
+[[gnu::target(TESSERA_AVX512_TARGET)]] void batch_avx512(
     const small_batch_args<T>& x) noexcept {
     batch_loop<kernel_isa::avx512, T, M, K, N>(x);
 }
+#undef TESSERA_AVX512_TARGET
 template <class T, int M, int K, int N>
 [[gnu::target("avx2,fma")]] void batch_avx2(const small_batch_args<T>& x) noexcept {
     batch_loop<kernel_isa::avx2, T, M, K, N>(x);

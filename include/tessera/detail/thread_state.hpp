@@ -29,8 +29,10 @@ inline std::uint32_t thread_ordinal(thread_state& ts) noexcept {
     return ts.ordinal;
 }
 
-/// Marks the calling thread as running a parallel chunk of `core` for the scope's lifetime,
-/// so that a `run` on that backend inside the chunk opens a child session instead of re-entering.
+/// Marks the calling thread as running a parallel chunk of `core` for the scope's lifetime, so
+/// that a `run` on that backend inside the chunk, on a thread with no open session of that
+/// backend (a worker), opens a child session instead of re-entering. (On the session's own
+/// thread the open session is found first and reused.)
 class chunk_scope {
 public:
     explicit chunk_scope(const backend_core& core) noexcept

@@ -30,12 +30,19 @@ template <class Fn, template <class> class Accepts, cost C = cost::cheap>
 struct binary_op {
     const char* name;
 
+    /// Returns op(a, b) over the NumPy broadcast of `a` and `b` as a new tensor from the session's
+    /// workspace. Throws shape_error if the shapes do not broadcast, allocation_error if the
+    /// result cannot be allocated. Call on the session's own thread (checked).
     template <tensor_like A, tensor_like B, class T = value_of_t<A>>
         requires std::same_as<T, value_of_t<B>> && Accepts<T>::value
     auto operator()(session& s, const A& a, const B& b) const {
         using R = std::invoke_result_t<Fn, T, T>;
         return elementwise_new<R>(s, name, C, Fn{}, as_view(a), as_view(b));
     }
+    /// Writes op(a, b) into `out`; never allocates. Throws shape_error if the shapes do not
+    /// broadcast or `out`'s shape is not exactly their broadcast, alias_error if `out` repeats
+    /// elements (a stride-0 axis) or overlaps an input without being the very same elements.
+    /// Every check happens before anything is written. Call on the session's own thread (checked).
     template <tensor_like A, tensor_like B, class T = value_of_t<A>>
         requires std::same_as<T, value_of_t<B>> && Accepts<T>::value
     void operator()(session& s, const A& a, const B& b,
@@ -62,12 +69,17 @@ template <class Fn, template <class> class Accepts, cost C = cost::cheap>
 struct unary_op {
     const char* name;
 
+    /// Returns op(a) as a new tensor of `a`'s shape from the session's workspace; throws
+    /// allocation_error if it cannot be allocated. Call on the session's own thread (checked).
     template <tensor_like A, class T = value_of_t<A>>
         requires Accepts<T>::value
     auto operator()(session& s, const A& a) const {
         using R = std::invoke_result_t<Fn, T>;
         return elementwise_new<R>(s, name, C, Fn{}, as_view(a));
     }
+    /// Writes op(a) into `out`; never allocates. Throws shape_error if `out`'s shape differs from
+    /// `a`'s, alias_error if `out` repeats elements (a stride-0 axis) or overlaps `a` without being
+    /// the very same elements; checks come before any write. Call on the session's own thread.
     template <tensor_like A, class T = value_of_t<A>>
         requires Accepts<T>::value
     void operator()(session& s, const A& a, const tensor_view<std::invoke_result_t<Fn, T>>& out) const {
@@ -172,9 +184,11 @@ inline constexpr detail::binary_op<detail::sub_fn, detail::is_numeric> sub{"sub"
 inline constexpr detail::binary_op<detail::mul_fn, detail::is_numeric> mul{"mul"};
 /// a / b (numeric types; integer division truncates, and dividing by an integer 0 is undefined).
 inline constexpr detail::binary_op<detail::div_fn, detail::is_numeric> div{"div"};
-/// The larger of a and b (real types; returns a when they compare equal or a is NaN-free).
+/// The larger of a and b (real types): b where a < b, else a. So a NaN in `a` propagates, a NaN
+/// in `b` is ignored, and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::maximum_fn, detail::is_real_numeric> maximum{"maximum"};
-/// The smaller of a and b (real types).
+/// The smaller of a and b (real types): b where b < a, else a. So a NaN in `a` propagates, a NaN
+/// in `b` is ignored, and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::minimum_fn, detail::is_real_numeric> minimum{"minimum"};
 /// a raised to b (numeric types; integers by repeated squaring).
 inline constexpr detail::binary_op<detail::pow_fn, detail::is_numeric, detail::cost::transcendental>

@@ -82,6 +82,8 @@ enum class linalg_reason {
 /// e.g. "solve: item 17 of 100 is singular (pivot 2 is 0)".
 class linalg_error : public error {
 public:
+    /// Builds the error with what() = `message` and the accessors' values; no checks (the ops
+    /// pass item < items and info > 0). Copies `message`, so it may throw std::bad_alloc.
     linalg_error(const std::string& message, linalg_reason reason, std::size_t item,
                  std::size_t items, int info)
         : error(message), reason_(reason), item_(item), items_(items), info_(info) {}

@@ -1,7 +1,8 @@
 // tessera/ops/matmul.hpp - matrix products: matmul (2-D, with an accumulate form), batched_matmul
 // (NumPy-broadcast batches, compile-time kernels for tiny sizes), tensordot, dot, vdot and outer.
 // This header includes Eigen (through detail/eigen_config.hpp, which compiles Eigen's OpenMP out);
-// besides it, only the linalg header may. Start with matmul and batched_matmul.
+// besides it, only the Eigen bridge (eigen.hpp) does: ops/linalg.hpp does not, its op bodies are
+// compiled in the library. Start with matmul and batched_matmul.
 //
 // Element types: float, double, complex<float>, complex<double>. Inputs are tensors or views with
 // any strides (transposed, sliced, broadcast); out-parameters must have the result's shape and
@@ -80,9 +81,10 @@ void matmul(session& s, const A& a, const B& b, const std::type_identity_t<tenso
 /// shared by the whole batch). Throws shape_error for rank < 2, different inner extents or batch
 /// axes that do not broadcast. An empty batch gives an empty result.
 ///
-/// Square sizes 2, 3, 4, 5, 6, 8, 16, 32 and [4,4]x[4,1], [3,3]x[3,1] run compile-time kernels
-/// (the CPU's widest vector variant: see detail::matmul_kernel_isa()); other sizes run Eigen per
-/// matrix. The batch is split across the backend's threads when it is large enough.
+/// Square sizes 2, 3, 4, 5, 6, 8, 16, 32 and [4,4]x[4,1], [3,3]x[3,1] run compile-time kernels,
+/// built for AVX-512, AVX2+FMA and the build's baseline; the widest one the CPU (and OS) supports
+/// is chosen once per process. Other sizes run Eigen per matrix. The batch is split across the
+/// backend's threads when it is large enough.
 ///
 ///     auto c = tessera::batched_matmul(s, a, b);  // a [100000, 4, 4], b [4, 4] -> [100000, 4, 4]
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
@@ -126,6 +128,8 @@ tensor<T> tensordot(session& s, const A& a, const B& b, std::span<const std::ptr
     detail::run_contraction<T>(s, plan, av, bv, out.view());
     return out;
 }
+/// Returns the contraction over braced axis lists, `tensordot(s, a, b, {1}, {0})`, as the span
+/// overload does (same result and errors).
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> tensordot(session& s, const A& a, const B& b, std::initializer_list<std::ptrdiff_t> axes_a,

@@ -83,18 +83,25 @@ inline constexpr all_axes_t all_axes{};
 /// is the op applied to each element alone. Holds a copy of up to max_rank axes; never allocates.
 class axis_list {
 public:
+    /// Holds the listed axes (`{0, -1}`; `{}` reduces no axis). Axes are not checked here: one
+    /// out of range, repeated, or more than max_rank of them makes the reduction throw shape_error.
     constexpr axis_list(std::initializer_list<std::ptrdiff_t> axes) noexcept
         : axis_list(axes.begin(), axes.size()) {}
+    /// Holds a copy of the axes of a contiguous, sized range of std::ptrdiff_t (std::vector,
+    /// std::array, std::span); checked by the reduction as for a braced list.
     template <class Range>
     requires std::ranges::contiguous_range<const Range&> &&
         std::ranges::sized_range<const Range&> &&
         std::same_as<std::ranges::range_value_t<Range>, std::ptrdiff_t>
     constexpr axis_list(const Range& axes) noexcept
         : axis_list(std::ranges::data(axes), std::ranges::size(axes)) {}
+    /// Holds one axis, of any integer type but bool (negative counts from the end); checked by the
+    /// reduction.
     template <std::integral I>
     requires(!std::same_as<I, bool>) constexpr axis_list(I axis) noexcept : given_(1) {
         axes_[0] = static_cast<std::ptrdiff_t>(axis);
     }
+    /// Selects every axis (from tessera::all_axes); for a rank-0 input that is the one element.
     constexpr axis_list(all_axes_t) noexcept : all_(true) {}
 
     /// Returns true for tessera::all_axes.
@@ -1187,6 +1194,9 @@ template <template <class> class Policy, template <class> class Accepts>
 struct reduce_all_op {
     const char* name;
 
+    /// Returns the reduction of every element of `a` as a value; never allocates. Throws
+    /// shape_error when `a` has no elements and the op has no identity (max_all, min_all). Call on
+    /// the session's own thread (checked).
     template <tensor_like A, class T = value_of_t<A>>
     requires Accepts<T>::value typename Policy<T>::result operator()(session& s, const A& a) const {
         using R = typename Policy<T>::result;
@@ -1240,6 +1250,9 @@ template <template <class> class Policy>
 struct arg_reduce_all_op {
     const char* name;
 
+    /// Returns the row-major index into the flattened `a` of its largest (argmax_all) or smallest
+    /// (argmin_all) element, the first of ties or the first NaN; never allocates. Throws
+    /// shape_error when `a` has no elements. Call on the session's own thread (checked).
     template <tensor_like A, class T = value_of_t<A>>
     requires real_numeric<T> std::int64_t operator()(session& s, const A& a) const {
         std::int64_t result = 0;

@@ -444,6 +444,8 @@ void fill(session& s, const tensor_view<T>& dst, std::type_identity_t<T> value) 
         });
     }
 }
+/// Writes `value` into every element of the tensor `dst`; never allocates, never throws for a
+/// tensor (its elements are distinct); one dispatch (none when it is empty).
 template <element T>
 void fill(session& s, tensor<T>& dst, std::type_identity_t<T> value) {
     fill(s, dst.view(), value);
@@ -460,6 +462,8 @@ tensor<T> concat(session& s, std::span<const tensor_view<const T>> inputs,
                  std::ptrdiff_t axis = 0) {
     return detail::join_new(s, "concat", false, inputs, axis);
 }
+/// Returns the braced-list inputs joined along `axis`, as the span overload does (same errors);
+/// name the element type when the list holds tensors: `tessera::concat<float>(s, {a, b}, 1)`.
 template <element T>
 tensor<T> concat(session& s, std::initializer_list<tensor_view<const T>> inputs,
                  std::ptrdiff_t axis = 0) {
@@ -473,6 +477,8 @@ void concat(session& s, std::span<const tensor_view<const T>> inputs, std::ptrdi
             const tensor_view<std::type_identity_t<T>>& out) {
     detail::join_into(s, "concat", false, inputs, axis, out);
 }
+/// Writes the braced-list inputs joined along `axis` into `out`, as the span overload does (same
+/// errors, checked before any write); never allocates. Name the element type for tensors.
 template <element T>
 void concat(session& s, std::initializer_list<tensor_view<const T>> inputs, std::ptrdiff_t axis,
             const tensor_view<std::type_identity_t<T>>& out) {
@@ -489,6 +495,8 @@ tensor<T> stack(session& s, std::span<const tensor_view<const T>> inputs,
                 std::ptrdiff_t axis = 0) {
     return detail::join_new(s, "stack", true, inputs, axis);
 }
+/// Returns the braced-list inputs stacked along a new axis, as the span overload does (same
+/// errors); name the element type when the list holds tensors: `tessera::stack<float>(s, {a, b})`.
 template <element T>
 tensor<T> stack(session& s, std::initializer_list<tensor_view<const T>> inputs,
                 std::ptrdiff_t axis = 0) {
@@ -501,6 +509,8 @@ void stack(session& s, std::span<const tensor_view<const T>> inputs, std::ptrdif
            const tensor_view<std::type_identity_t<T>>& out) {
     detail::join_into(s, "stack", true, inputs, axis, out);
 }
+/// Writes the braced-list inputs stacked along a new axis into `out`, as the span overload does
+/// (same errors, checked before any write); never allocates. Name the element type for tensors.
 template <element T>
 void stack(session& s, std::initializer_list<tensor_view<const T>> inputs, std::ptrdiff_t axis,
            const tensor_view<std::type_identity_t<T>>& out) {
