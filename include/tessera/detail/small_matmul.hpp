@@ -108,15 +108,14 @@ struct vec_of {
 };
 template <class T, int Lanes>
 using vec_t = typename vec_of<T, Lanes>::type;
-template <class T>
-using lane_index_t = std::conditional_t<sizeof(T) == 8, std::int64_t, std::int32_t>;
 
 // Lane l of the result is lane src(l) of the concatenation (lo, hi): a compile-time shuffle.
+// `Src` is a captureless lambda, called on a default-constructed object so that its results are
+// constant expressions (__builtin_shufflevector, in GCC 12 and clang, takes constant indices).
 template <class T, int Lanes, class Src, std::size_t... L>
-[[gnu::always_inline]] inline vec_t<T, Lanes> permute2(vec_t<T, Lanes> lo, vec_t<T, Lanes> hi, Src src,
+[[gnu::always_inline]] inline vec_t<T, Lanes> permute2(vec_t<T, Lanes> lo, vec_t<T, Lanes> hi, Src,
                                                        std::index_sequence<L...>) noexcept {
-    using I = vec_t<lane_index_t<T>, Lanes>;
-    return __builtin_shuffle(lo, hi, I{static_cast<lane_index_t<T>>(src(static_cast<int>(L)))...});
+    return __builtin_shufflevector(lo, hi, Src{}(static_cast<int>(L))...);
 }
 
 // "rows": each row of C is a vector of NP lanes (N rounded up to a power of two) accumulated as
@@ -227,23 +226,23 @@ template <class T, int G>
 struct packed2_kernel {
     static constexpr int L = 4 * G;
     using V = vec_t<T, L>;
-    using I = vec_t<lane_index_t<T>, L>;
 
-    template <int P0, int P1, int P2, int P3, std::size_t... Lane>
-    static constexpr I mask(std::index_sequence<Lane...>) noexcept {
-        constexpr int pattern[4] = {P0, P1, P2, P3};
-        return I{static_cast<lane_index_t<T>>(static_cast<int>(Lane) / 4 * 4 + pattern[Lane % 4])...};
-    }
-    static constexpr auto lanes = std::make_index_sequence<L>{};
-
-    // Constants, not calls: a vector returned by a function compiled for the baseline target into
+    // Each group of 4 lanes (one 2x2 matrix) of the result takes lanes P0..P3 of the same group
+    // of x. Always inline: a vector returned by a function compiled for the baseline target into
     // an AVX-512 caller would cross an ABI boundary (unoptimised builds do call).
-    static constexpr I a_first = mask<0, 0, 2, 2>(lanes), b_first = mask<0, 1, 0, 1>(lanes);
-    static constexpr I a_second = mask<1, 1, 3, 3>(lanes), b_second = mask<2, 3, 2, 3>(lanes);
+    template <int P0, int P1, int P2, int P3, std::size_t... Lane>
+    [[gnu::always_inline]] static V spread(const V& x, std::index_sequence<Lane...>) noexcept {
+        return __builtin_shufflevector(x, x, static_cast<int>(Lane) / 4 * 4 +
+                                                 (Lane % 4 == 0   ? P0
+                                                  : Lane % 4 == 1 ? P1
+                                                  : Lane % 4 == 2 ? P2
+                                                                  : P3)...);
+    }
 
     [[gnu::always_inline]] static V product(const V& a, const V& b) noexcept {
-        return __builtin_shuffle(a, a_first) * __builtin_shuffle(b, b_first) +
-               __builtin_shuffle(a, a_second) * __builtin_shuffle(b, b_second);
+        constexpr auto lanes = std::make_index_sequence<L>{};
+        return spread<0, 0, 2, 2>(a, lanes) * spread<0, 1, 0, 1>(b, lanes) +
+               spread<1, 1, 3, 3>(a, lanes) * spread<2, 3, 2, 3>(b, lanes);
     }
     /// G products of dense matrices (or one shared B, already replicated into `b`).
     [[gnu::always_inline]] static void group(const T* __restrict a, const V& b, T* __restrict c) noexcept {
