@@ -45,5 +45,6 @@ int main() {
     std::printf("parallel dispatches = %llu, inline dispatches = %llu\n",
                 static_cast<unsigned long long>(st.parallel_dispatches),
                 static_cast<unsigned long long>(st.inline_dispatches));
+    std::printf("results %s\n", ok ? "as expected" : "WRONG");
     return ok ? 0 : 1;
 }

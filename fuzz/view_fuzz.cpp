@@ -72,28 +72,49 @@ void transform(program& in, tensor_view<float>& v) {
     const auto r = static_cast<std::ptrdiff_t>(v.rank());
     const auto axis = [&] { return in.in(-r - 1, r); };  // includes one bad axis each side
     try {
+        // Each argument is read into a local first: the order in which function arguments are
+        // evaluated is unspecified, and an input must mean the same program everywhere.
         switch (in.byte() % 11) {
             case 0: v = v.transpose(); break;
-            case 1: v = v.transpose(axis(), axis()); break;
+            case 1: {
+                const std::ptrdiff_t x = axis(), y = axis();
+                v = v.transpose(x, y);
+                break;
+            }
             case 2: {
-                std::array<std::ptrdiff_t, 4> axes{};
-                const auto n = static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(r + in.in(-1, 1), 0, 4));
+                std::array<std::ptrdiff_t, tessera::max_rank> axes{};
+                const auto n = static_cast<std::size_t>(
+                    std::clamp<std::ptrdiff_t>(r + in.in(-1, 1), 0, tessera::max_rank));
                 for (std::size_t i = 0; i < n; ++i) axes[i] = in.in(-1, r);
                 v = v.permute(std::span<const std::ptrdiff_t>(axes.data(), n));
                 break;
             }
             case 3: {
-                const std::ptrdiff_t start = in.in(-8, 8), stop = in.in(-8, 8), step = in.in(-3, 3);
-                v = v.slice(axis(), start, in.byte() % 4 == 0 ? tessera::slice_end : stop, step);
+                const std::ptrdiff_t x = axis(), start = in.in(-8, 8), stop = in.in(-8, 8),
+                                     step = in.in(-3, 3);
+                const bool to_end = in.byte() % 4 == 0;
+                v = v.slice(x, start, to_end ? tessera::slice_end : stop, step);
                 break;
             }
             case 4: v = v.flip(axis()); break;
             case 5: v = v.reshape(any_shape(in)); break;
             case 6: v = v.broadcast_to(any_shape(in)); break;
-            case 7: v = in.byte() % 2 ? v.squeeze() : v.squeeze(axis()); break;
+            case 7: {
+                const bool all = in.byte() % 2 != 0;
+                v = all ? v.squeeze() : v.squeeze(axis());
+                break;
+            }
             case 8: v = v.unsqueeze(axis()); break;
-            case 9: v = v.diagonal(axis(), axis()); break;
-            case 10: v = v.select(axis(), in.in(-6, 6)); break;
+            case 9: {
+                const std::ptrdiff_t x = axis(), y = axis();
+                v = v.diagonal(x, y);
+                break;
+            }
+            case 10: {
+                const std::ptrdiff_t x = axis(), index = in.in(-6, 6);
+                v = v.select(x, index);
+                break;
+            }
         }
     } catch (const tessera::error&) {
     }
@@ -120,7 +141,12 @@ void run_op(program& in, session& s, const tensor_view<float>& a, const tensor_v
                 break;
             }
             case 2: (void)tessera::sum(s, a); break;
-            case 3: (void)tessera::sum(s, a, {in.in(-5, 5)}, in.byte() % 2 == 0); break;
+            case 3: {
+                const std::ptrdiff_t axis = in.in(-5, 5);
+                const bool keepdims = in.byte() % 2 == 0;
+                (void)tessera::sum(s, a, {axis}, keepdims);
+                break;
+            }
             case 4: (void)tessera::contiguous(s, a); break;
             case 5: (void)tessera::to_string(a); break;
             case 6: (void)tessera::matmul(s, a, b); break;

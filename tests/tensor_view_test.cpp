@@ -727,6 +727,10 @@ TEST(TensorViewTest, SelectPicksOnePositionAndDropsTheAxis) {
                 r.remap({3, 2}, [](const index_list& i) { return index_list{i[1], i[0], 3}; }),
                 data.data());
     EXPECT_EQ(v.select(0, 0).select(0, 0).select(0, 0).rank(), 0u);
+    // An empty view keeps its (possibly null) data pointer: no offset is applied to it.
+    const tensor_view<std::int64_t> empty(nullptr, {0, 3});
+    EXPECT_EQ(empty.select(1, 2).data(), nullptr);
+    EXPECT_EQ(empty.select(1, 2).shape(), shape({0}));
     expect_shape_error([&] { (void)v.select(1, 3); },
                        "select: index 3 is out of range for axis 1 of extent 3");
     expect_shape_error([&] { (void)v.select(0, -3); },

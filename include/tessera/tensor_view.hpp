@@ -267,7 +267,7 @@ public:
         const std::ptrdiff_t i = index < 0 ? index + n : index;
         if (i < 0 || i >= n) detail::throw_select_index(a, index, shape_[a]);
         tensor_view v = without_axis(a);
-        v.data_ = data_ + i * strides_[a];
+        if (v.size() != 0) v.data_ = data_ + i * strides_[a];  // an empty view's data may be null
         return v;
     }
 

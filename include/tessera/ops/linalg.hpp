@@ -42,10 +42,10 @@
 // the same shape (in place); any other overlap is an alias_error.
 //
 // Numerical failure is per batch item. Without an info tensor, a failing item throws
-// tessera::linalg_error naming the lowest failing flat batch index, after the other items were
-// computed (out's contents are then unspecified). With an info tensor (int32, batch shape), nothing
-// is thrown for numerical failures: info[i] is 0 for success or a LAPACK-like code > 0, and the
-// outputs of a failed item are filled with NaN. Codes:
+// tessera::linalg_error naming the lowest failing flat batch index once the batch has run (each
+// chunk of items stops at its first failure; out's contents are then unspecified). With an info
+// tensor (int32, batch shape), nothing is thrown for numerical failures: info[i] is 0 for success
+// or a LAPACK-like code > 0, and the outputs of a failed item are filled with NaN. Codes:
 //   inverse, solve: k + 1 where U(k, k) is the first zero pivot of the LU factorisation (getrf);
 //   cholesky:       k where the leading minor of order k is not positive definite (potrf);
 //   eigh:           1 when the QR iteration did not converge;
@@ -66,8 +66,9 @@
 // about n^3 units, more for svd and eigh), inline on the session's thread when small. Each item is
 // copied in (Map-ed when dense) before any of its outputs is written. For n <= 8 nothing is
 // allocated on the heap beyond the allocating forms' tensors (served by the workspace when warm).
-// For n > 8 the dynamic-size Eigen objects allocate once per chunk of items, and
-// SelfAdjointEigenSolver (eigh) also allocates per item.
+// For n > 8 the dynamic-size Eigen objects allocate once per chunk of items; SelfAdjointEigenSolver
+// (eigh) also allocates per item, and for large n (beyond about 100) Eigen's blocked LU and
+// triangular solves may allocate their pack buffers per item.
 
 namespace tessera {
 
