@@ -731,6 +731,11 @@ TEST(TensorViewTest, SelectPicksOnePositionAndDropsTheAxis) {
     const tensor_view<std::int64_t> empty(nullptr, {0, 3});
     EXPECT_EQ(empty.select(1, 2).data(), nullptr);
     EXPECT_EQ(empty.select(1, 2).shape(), shape({0}));
+    // The same for slice (and so flip) along an axis that keeps elements of an empty view; the
+    // fuzz target found this one (fuzz/corpus/views/regression_slice_of_empty_view).
+    EXPECT_EQ(empty.slice(1, 1, 3).data(), nullptr);
+    EXPECT_EQ(empty.slice(1, 1, 3).shape(), shape({0, 2}));
+    EXPECT_EQ(empty.flip(1).data(), nullptr);
     expect_shape_error([&] { (void)v.select(1, 3); },
                        "select: index 3 is out of range for axis 1 of extent 3");
     expect_shape_error([&] { (void)v.select(0, -3); },

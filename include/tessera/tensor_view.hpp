@@ -212,8 +212,9 @@ public:
                          : 0;
         }
         tensor_view v = *this;
-        if (length > 0) v.data_ = data_ + start * strides_[a];
         v.shape_ = shape_.narrowed(a, static_cast<std::size_t>(length));
+        // Only a view with elements moves its pointer: an empty one's data may be null.
+        if (v.size() != 0) v.data_ = data_ + start * strides_[a];
         if (length > 1) v.strides_[a] = strides_[a] * step;  // a lone element needs no stride
         return v;
     }
