@@ -118,11 +118,13 @@ tensor<T> contiguous_copy(session& s, const tensor_view<const T>& v) {
     return t;
 }
 
-/// The matrix part (last two axes) of a view at element offset `offset`.
+/// The matrix part (last two axes) of a view at element offset `offset`. An empty view's data may
+/// be null (an operand with k = 0, say): it is never read, and gets no offset.
 template <class T>
 matrix_ref<T> matrix_at(const tensor_view<T>& v, std::ptrdiff_t offset) noexcept {
     const std::size_t r = v.rank();
-    return {v.data() + offset, static_cast<std::ptrdiff_t>(v.extent(r - 2)),
+    T* const data = v.size() == 0 ? v.data() : v.data() + offset;
+    return {data, static_cast<std::ptrdiff_t>(v.extent(r - 2)),
             static_cast<std::ptrdiff_t>(v.extent(r - 1)), v.stride(r - 2), v.stride(r - 1)};
 }
 

@@ -921,7 +921,8 @@ private:
             in_off += i * p_.kept_in[a];
             out_off += i * p_.kept_out[a];
         }
-        return {p_.in + in_off, p_.out + out_off, 1};
+        // An empty reduction never reads its input, whose data may be null: no offset then.
+        return {p_.red.count == 0 ? p_.in : p_.in + in_off, p_.out + out_off, 1};
     }
 
     // Group g of `per_row` groups of `size` lane-axis outputs per position of the other kept axes.
@@ -930,7 +931,7 @@ private:
         const group at = position(g / per_row);
         const std::size_t first = g % per_row * size;
         const auto f = static_cast<std::ptrdiff_t>(first);
-        return {at.in + f * p_.lane_in, at.out + f * p_.lane_out,
+        return {p_.red.count == 0 ? at.in : at.in + f * p_.lane_in, at.out + f * p_.lane_out,
                 std::min(size, p_.lane_extent - first)};
     }
 
