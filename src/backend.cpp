@@ -24,6 +24,9 @@ namespace {
 // enough to catch a typo such as TESSERA_NUM_THREADS=10000000.
 constexpr int max_threads = 4096;
 
+// Upper bound for the plan cache: a plan is a few kilobytes, so this bounds it to about 1 GB.
+constexpr std::size_t max_plan_cache_capacity = std::size_t{1} << 18;
+
 int threads_from_environment_or_default() {
     const char* env = std::getenv("TESSERA_NUM_THREADS");
     if (env == nullptr) return tbb::info::default_concurrency();
@@ -55,6 +58,10 @@ backend_settings resolve(const backend_options& o) {
     s.retained_bytes_cap = o.retained_bytes_cap;
     if (o.grain < 1) throw config_error("backend: grain must be at least 1");
     s.grain = o.grain;
+    if (o.plan_cache_capacity < 1 || o.plan_cache_capacity > max_plan_cache_capacity)
+        throw config_error(fmt::format("backend: plan_cache_capacity must be between 1 and {}, got {}",
+                                       max_plan_cache_capacity, o.plan_cache_capacity));
+    s.plan_cache_capacity = o.plan_cache_capacity;
     return s;
 }
 
@@ -72,6 +79,8 @@ void add_published(stats& to, const workspace& w) noexcept {
     to.inline_dispatches += p.inline_dispatches.load(relaxed);
     to.pool_hits += p.pool_hits.load(relaxed);
     to.pool_misses += p.pool_misses.load(relaxed);
+    to.plan_cache_hits += p.plan_cache_hits.load(relaxed);
+    to.plan_cache_misses += p.plan_cache_misses.load(relaxed);
     to.bytes_retained += p.bytes_retained.load(relaxed);
     to.open_sessions += is_leased(w) ? 1 : 0;
 }
@@ -84,7 +93,10 @@ std::uint32_t assign_thread_ordinal() noexcept {
 }
 
 backend_core::backend_core(const backend_settings& settings)
-    : id_(next_backend_id()), settings_(settings), table_(new workspace[table_size]) {
+    : id_(next_backend_id()),
+      settings_(settings),
+      table_(new workspace[table_size]),
+      plans_(settings.plan_cache_capacity) {
     if (settings_.threads > 1) {
         // threads - 1 workers serve every session; each session slot is reserved for an
         // application thread, so a session always has its own thread plus the workers.
@@ -161,6 +173,7 @@ stats backend_core::snapshot() const {
     std::lock_guard lock(mutex_);
     for (const auto& w : overflow_) add_published(s, *w);
     s.bytes_retained += shared_.retained_bytes;
+    s.plan_cache_evictions = plans_.evictions();
     return s;
 }
 
@@ -200,6 +213,7 @@ backend_options backend::options() const noexcept {
     o.session_slots = s.session_slots;
     o.retained_bytes_cap = s.retained_bytes_cap;
     o.grain = s.grain;
+    o.plan_cache_capacity = s.plan_cache_capacity;
     return o;
 }
 

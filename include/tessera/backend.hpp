@@ -37,6 +37,10 @@ struct backend_options {
     /// leave chunks larger than it). 0 is a config_error. Waking a second thread costs ~2.4 us
     /// warm; 32k float additions is about that.
     std::size_t grain = std::size_t{1} << 15;
+    /// The most einsum plans the backend keeps; the least recently used one is dropped beyond it.
+    /// Each workspace also keeps the last 16 plans its sessions used in front of this cache, so
+    /// a plan may live on there after its eviction. A value outside 1..262144 is a config_error.
+    std::size_t plan_cache_capacity = 256;
 
     /// Returns a copy with `threads` set to `n`; `n` is checked when a backend is built.
     backend_options with_threads(int n) const {
@@ -54,6 +58,12 @@ struct backend_options {
     backend_options with_retained_bytes_cap(std::size_t bytes) const {
         backend_options o = *this;
         o.retained_bytes_cap = bytes;
+        return o;
+    }
+    /// Returns a copy with `plan_cache_capacity` set to `plans`; checked when a backend is built.
+    backend_options with_plan_cache_capacity(std::size_t plans) const {
+        backend_options o = *this;
+        o.plan_cache_capacity = plans;
         return o;
     }
     /// Returns a copy with `grain` set to `work`; 0 is rejected when a backend is built.

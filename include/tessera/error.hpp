@@ -26,6 +26,13 @@ public:
     using error::error;
 };
 
+/// Thrown for an einsum spec that is malformed, does not fit the number of operands, or names
+/// output indices or a contraction path that cannot be honoured; the message quotes the spec.
+class spec_error : public error {
+public:
+    using error::error;
+};
+
 /// Thrown when an out-parameter overlaps an input in a way the op cannot honour.
 class alias_error : public error {
 public:

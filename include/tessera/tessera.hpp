@@ -6,6 +6,7 @@
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
 #include <tessera/dtype.hpp>
+#include <tessera/ops/einsum.hpp>
 #include <tessera/ops/elementwise.hpp>
 #include <tessera/ops/linalg.hpp>
 #include <tessera/ops/matmul.hpp>

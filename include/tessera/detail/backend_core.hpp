@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessera/detail/counters.hpp>
+#include <tessera/detail/plan_cache.hpp>
 #include <tessera/detail/pool.hpp>
 #include <tessera/detail/thread_state.hpp>
 #include <tessera/stats.hpp>
@@ -26,6 +27,7 @@ struct backend_settings {
     int session_slots = 1;
     std::size_t retained_bytes_cap = 0;
     std::size_t grain = 0;
+    std::size_t plan_cache_capacity = 0;
 };
 
 /// What a session borrows: free lists it may use without locks, and the counters it publishes to.
@@ -34,6 +36,7 @@ struct alignas(64) workspace {
     std::atomic<bool> leased{false};
     free_lists lists;
     published_counters published;
+    plan_slots plans;
 };
 
 class backend_core {
@@ -47,6 +50,8 @@ public:
     const backend_settings& settings() const noexcept { return settings_; }
     /// The arena, or nullptr for a one-thread backend (which never touches oneTBB).
     tbb::task_arena* arena() noexcept { return arena_.get(); }
+    /// The einsum plans shared by every session of this backend.
+    plan_cache& plans() noexcept { return plans_; }
 
     /// Leases a workspace for a session on the calling thread. Lock-free unless every workspace
     /// in the table is taken.
@@ -89,6 +94,7 @@ private:
     free_lists shared_;         // blocks freed outside any session of this backend
     std::vector<std::unique_ptr<workspace>> overflow_;
     std::atomic<std::size_t> pooled_bytes_{0};  // payload bytes of live pooled blocks, free or lent
+    plan_cache plans_;
 };
 
 /// Returns a block to where it belongs: the innermost session's workspace when that session is of
