@@ -336,6 +336,34 @@ private:
         std::vector<int> result = bs;
         result.insert(result.end(), ms.begin(), ms.end());
         result.insert(result.end(), ns.begin(), ns.end());
+        const auto extents = [&](const std::vector<int>& labels, const std::array<std::uint8_t, max_rank>& perm,
+                                 std::array<std::size_t, max_rank>& ext) {
+            for (std::size_t a = 0; a < labels.size(); ++a) ext[a] = extent_[static_cast<std::size_t>(labels[perm[a]])];
+        };
+        std::array<std::uint8_t, max_rank> identity{};
+        for (std::size_t a = 0; a < max_rank; ++a) identity[a] = static_cast<std::uint8_t>(a);
+        extents(lx, p.perm_x, p.ext_x);
+        extents(ly, p.perm_y, p.ext_y);
+        extents(result, identity, p.ext_out);
+        const auto product_of = [&](const std::vector<int>& labels) {
+            std::size_t n = 1;
+            for (int l : labels) n *= extent_[static_cast<std::size_t>(l)];
+            return n;
+        };
+        const auto matrix = [&](std::size_t rows, std::size_t cols) {
+            std::array<std::size_t, max_rank> dims{};
+            for (std::size_t a = 0; a < bs.size(); ++a) dims[a] = extent_[static_cast<std::size_t>(bs[a])];
+            dims[bs.size()] = rows;
+            dims[bs.size() + 1] = cols;
+            return shape(std::span<const std::size_t>(dims.data(), bs.size() + 2));
+        };
+        const std::size_t m = product_of(ms), k = product_of(ks), n = product_of(ns), b = product_of(bs);
+        p.x_matrix = matrix(m, k);
+        p.y_matrix = matrix(k, n);
+        p.out_matrix = matrix(m, n);
+        p.x_empty = b * m * k == 0;
+        p.y_empty = b * k * n == 0;
+        p.out_empty = b * m * n == 0;
         if (!last) return finish(op, result);
         // The last step writes the caller's output, visited in the product's [batch, m, n] order.
         for (std::size_t i = 0; i < result.size(); ++i)
@@ -435,7 +463,7 @@ private:
             self(self, set ^ split[set]);
             const auto pa = static_cast<std::size_t>(std::find(list.begin(), list.end(), split[set]) - list.begin());
             const auto pb = static_cast<std::size_t>(std::find(list.begin(), list.end(), set ^ split[set]) - list.begin());
-            path.push_back({pa, pb});
+            path.push_back({std::min(pa, pb), std::max(pa, pb)});  // sorted, as NumPy prints paths
             list.erase(list.begin() + static_cast<std::ptrdiff_t>(std::max(pa, pb)));
             list.erase(list.begin() + static_cast<std::ptrdiff_t>(std::min(pa, pb)));
             list.push_back(set);
@@ -464,7 +492,9 @@ private:
                     }
                 }
             if (!(best < std::numeric_limits<double>::infinity()))
-                shape_fail(fmt::format("every contraction order has an intermediate of rank above {}", max_rank));
+                shape_fail(fmt::format("the greedy search found no order that keeps every intermediate within rank {}; "
+                                       "give prepare a path",
+                                       max_rank));
             path.push_back(pick);
             masks.erase(masks.begin() + static_cast<std::ptrdiff_t>(pick[1]));
             masks.erase(masks.begin() + static_cast<std::ptrdiff_t>(pick[0]));

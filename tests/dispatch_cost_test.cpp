@@ -29,6 +29,8 @@ struct cost {
     std::uint64_t inline_dispatches = 0;
     std::uint64_t pool_hits = 0;
     std::uint64_t pool_misses = 0;
+    std::uint64_t plan_cache_hits = 0;
+    std::uint64_t plan_cache_misses = 0;
     std::uint64_t heap_allocations = 0;
 };
 
@@ -139,6 +141,36 @@ std::vector<path> cost_table() {
                          .inline_entries = threads > 1 ? 0u : 1u,
                          .inline_dispatches = 1,
                          .pool_hits = 2}});
+        // A warm einsum finds its plan in the workspace: one plan-cache hit, nothing parsed.
+        rows.push_back({"einsum ij,jk->ik 2x2, allocating form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto a = tessera::full<double>(s, {2, 2}, 0.5);
+                                auto c = tessera::einsum(s, "ij,jk->ik", a, a);
+                            });
+                        },
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 1,
+                         .pool_hits = 2,
+                         .plan_cache_hits = 1}});
+        rows.push_back({"einsum ab,apc,bpd->cd (one MPS site, bond 8), out-parameter form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto e = tessera::full<double>(s, {8, 8}, 0.5);
+                                auto site = tessera::full<double>(s, {8, 2, 8}, 0.25);
+                                auto next = tessera::full<double>(s, {8, 8}, 0.0);
+                                tessera::einsum_into(s, "ab,apc,bpd->cd", next, e, site, site);
+                            });
+                        },
+                        // Blocks: the three tensors, the [8, 2, 8] intermediate and Eigen's
+                        // pack buffer for each of the two GEMM steps (8 + 8 + 16 is past the
+                        // plain-loop limit).
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 2,
+                         .pool_hits = 6,
+                         .plan_cache_hits = 1}});
     }
     return rows;
 }
@@ -156,9 +188,10 @@ TEST(DispatchCostTest, RepresentativePathsCostExactlyWhatTheTableSays) {
         p.call(be);
         const std::uint64_t allocations = heap.count();
         const tessera::stats d = be.stats() - before;
-        const cost measured{d.arena_entries,       d.inline_entries,    d.nested_reuses,
-                            d.parallel_dispatches, d.inline_dispatches, d.pool_hits,
-                            d.pool_misses,         allocations};
+        const cost measured{d.arena_entries,     d.inline_entries,      d.nested_reuses,
+                            d.parallel_dispatches, d.inline_dispatches,  d.pool_hits,
+                            d.pool_misses,       d.plan_cache_hits,     d.plan_cache_misses,
+                            allocations};
         auto check = [&](const char* counter, std::uint64_t want, std::uint64_t got) {
             EXPECT_EQ(want, got) << "dispatch cost of '" << describe(p) << "' changed: " << counter
                                  << " was " << want << " per call, now " << got
@@ -172,6 +205,8 @@ TEST(DispatchCostTest, RepresentativePathsCostExactlyWhatTheTableSays) {
         check("inline_dispatches", p.expected.inline_dispatches, measured.inline_dispatches);
         check("pool_hits", p.expected.pool_hits, measured.pool_hits);
         check("pool_misses", p.expected.pool_misses, measured.pool_misses);
+        check("plan_cache_hits", p.expected.plan_cache_hits, measured.plan_cache_hits);
+        check("plan_cache_misses", p.expected.plan_cache_misses, measured.plan_cache_misses);
         check("heap_allocations", p.expected.heap_allocations, measured.heap_allocations);
     }
 }

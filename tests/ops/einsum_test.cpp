@@ -603,8 +603,7 @@ TEST(EinsumDispatchTest, ElementwiseAndPermutationStepsAreLoopsAndContractionsAr
     EXPECT_EQ(kinds("ijz,jk->ik", {{3, 4, 2}, {4, 5}}), "LP");  // z only in one operand: summed first
 }
 
-// Runs `fn`, expects it to throw E with a message containing every fragment, and checks that
-// `out` still holds its sentinel.
+// Runs `fn` and expects it to throw E with a message containing every fragment.
 template <class E, class Fn>
 void expect_error(Fn fn, std::initializer_list<const char*> fragments) {
     try {
@@ -655,6 +654,10 @@ TEST(EinsumErrorTest, BadInputNamesTheSpecAndTheCulpritBeforeWriting) {
         expect_error<tessera::alias_error>([&] { tessera::einsum_into(s, "ij,jk->ij", sq.view(), sq, sq); },
                                            {"out overlaps operand 0"});
         expect_error<shape_error>([&] { tessera::einsum_into(s, "ij,jk->ik", out, a, a); }, {"index 'j'"});
+        tensor<double> row = tessera::full<double>(s, {1, 4}, 7.0);
+        expect_error<tessera::alias_error>(
+            [&] { tessera::einsum_into(s, "ij,jk->ik", row.view().broadcast_to({2, 4}), a, b); }, {"einsum"});
+        EXPECT_EQ(row.data()[0], 7.0);
         for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out.data()[i], 7.0);
         // Paths.
         const tessera::einsum_step bad_position[] = {{0, 3}, {0, 1}};

@@ -52,6 +52,9 @@ struct einsum_loop {
 struct einsum_product {
     std::uint8_t batch = 0, m = 0, k = 0, n = 0;
     std::array<std::uint8_t, max_rank> perm_x{}, perm_y{};
+    std::array<std::size_t, max_rank> ext_x{}, ext_y{}, ext_out{};  ///< extents in the orders above
+    shape x_matrix, y_matrix, out_matrix;  ///< [batch..., M, K], [batch..., K, N], [batch..., M, N]
+    bool x_empty = false, y_empty = false, out_empty = false;
 };
 
 enum class einsum_kind : std::uint8_t { loop, product };
@@ -145,6 +148,7 @@ template <class T, std::size_t N>
 void check_einsum_out(const einsum_program& p, const tensor_view<T>& out,
                       const std::array<tensor_view<const T>, N>& in) {
     if (!(out.shape() == p.result)) throw_einsum_out_shape(p.spec, p.result, out.shape());
+    check_writable("einsum", out);
     if (out.size() == 0) return;
     const byte_range o = bytes_of(out);
     for (std::size_t i = 0; i < N; ++i) {
@@ -154,140 +158,159 @@ void check_einsum_out(const einsum_program& p, const tensor_view<T>& out,
     }
 }
 
-/// Input `i` of `p` as its normalized view (one axis per distinct label).
+/// An operand as a step sees it: its data and one stride per axis of its slot's shape (the shape
+/// itself is in the plan).
 template <class T>
-tensor_view<const T> normalized_input(const einsum_program& p, std::size_t i, const tensor_view<const T>& v) {
-    const einsum_input& m = p.maps[i];
+struct operand_ref {
+    T* data = nullptr;
     stride_array st{};
+};
+
+/// Input `i` of `p` with one stride per distinct label: a repeated label adds its axes' strides (a
+/// diagonal), a broadcast '...' axis gets stride 0.
+template <class T>
+operand_ref<const T> input_ref(const einsum_program& p, std::size_t i, const tensor_view<const T>& v) noexcept {
+    const einsum_input& m = p.maps[i];
+    operand_ref<const T> r{v.data(), {}};
     for (std::size_t a = 0; a < m.rank; ++a)
-        if (!m.broadcast[a]) st[m.axis_to[a]] += v.stride(a);
-    const shape& sh = p.slots[i];
-    return tensor_view<const T>(v.data(), sh, std::span<const std::ptrdiff_t>(st.data(), sh.rank()));
+        if (!m.broadcast[a]) r.st[m.axis_to[a]] += v.stride(a);
+    return r;
+}
+
+/// `out` with its axes visited in `perm` order.
+template <class T>
+operand_ref<T> permuted_ref(const tensor_view<T>& out, const std::array<std::uint8_t, max_rank>& perm) noexcept {
+    operand_ref<T> r{out.data(), {}};
+    for (std::size_t a = 0; a < out.rank(); ++a) r.st[a] = out.stride(perm[a]);
+    return r;
 }
 
 /// Merges `count` axes into one when their elements form a single strided run (extent-1 axes
 /// ignored); returns false when they do not.
-inline bool merge_axes(const std::size_t* extents, const std::ptrdiff_t* strides, std::size_t count,
-                       std::size_t& extent, std::ptrdiff_t& stride) noexcept {
-    extent = 1;
+[[gnu::always_inline]] inline bool merge_axes(const std::size_t* extents, const std::ptrdiff_t* strides, std::size_t count,
+                       std::ptrdiff_t& stride) noexcept {
     stride = 1;
     bool first = true;
     for (std::size_t a = 0; a < count; ++a) {
         if (extents[a] == 1) continue;
         if (!first && stride != strides[a] * static_cast<std::ptrdiff_t>(extents[a])) return false;
-        extent *= extents[a];
         stride = strides[a];
         first = false;
     }
     return true;
 }
 
-/// Views `v`, visited in `perm` order, as [batch..., rows, cols] where the rows are the next
-/// `row_axes` axes and the cols the `col_axes` after them. Returns false when a group cannot be
-/// merged without a copy.
-template <class T>
-bool as_batched_matrix(const tensor_view<T>& v, const std::array<std::uint8_t, max_rank>& perm,
-                       std::size_t batch, std::size_t row_axes, std::size_t col_axes, tensor_view<T>& matrix) noexcept {
-    std::array<std::size_t, max_rank> e{};
-    std::array<std::ptrdiff_t, max_rank> st{};
-    const std::size_t rank = batch + row_axes + col_axes;
-    for (std::size_t a = 0; a < rank; ++a) {
-        e[a] = v.extent(perm[a]);
-        st[a] = v.stride(perm[a]);
-    }
-    std::array<std::size_t, max_rank> dims{};
-    stride_array ms{};
-    for (std::size_t a = 0; a < batch; ++a) {
-        dims[a] = e[a];
-        ms[a] = st[a];
-    }
-    const bool empty = v.size() == 0;  // any strides describe an empty view
-    if (!merge_axes(&e[batch], &st[batch], row_axes, dims[batch], ms[batch]) && !empty) return false;
-    if (!merge_axes(&e[batch + row_axes], &st[batch + row_axes], col_axes, dims[batch + 1], ms[batch + 1]) &&
-        !empty)
-        return false;
-    if (empty) {
-        dims[batch] = dims[batch + 1] = 1;
-        for (std::size_t a = 0; a < row_axes; ++a) dims[batch] *= e[batch + a];
-        for (std::size_t a = 0; a < col_axes; ++a) dims[batch + 1] *= e[batch + row_axes + a];
-    }
-    const shape ms_shape = shape::unchecked(std::span<const std::size_t>(dims.data(), batch + 2));
-    matrix = tensor_view<T>(v.data(), ms_shape, std::span<const std::ptrdiff_t>(ms.data(), batch + 2));
-    return true;
+/// The strides of an operand read as [batch..., rows, cols]: its axes taken in `perm` order (with
+/// extents `ext`), the next `rows` axes merged into one and the `cols` after them into another.
+/// Returns false when a group cannot be merged.
+[[gnu::always_inline]] inline bool matrix_strides(const std::array<std::uint8_t, max_rank>& perm, const std::size_t* ext,
+                           const stride_array& st, std::size_t batch, std::size_t rows, std::size_t cols,
+                           stride_array& out) noexcept {
+    stride_array g{};
+    for (std::size_t a = 0; a < batch + rows + cols; ++a) g[a] = st[perm[a]];
+    for (std::size_t a = 0; a < batch; ++a) out[a] = g[a];
+    return merge_axes(ext + batch, &g[batch], rows, out[batch]) &&
+           merge_axes(ext + batch + rows, &g[batch + rows], cols, out[batch + 1]);
 }
 
-/// The permuted view of `v` ([perm[0]], [perm[1]], ...), for a copy.
+inline constexpr std::array<std::uint8_t, max_rank> identity_axes{0, 1, 2, 3, 4, 5, 6, 7};
+
+/// The strided view of an operand's axes in `perm` order, for a copy.
 template <class T>
-tensor_view<T> gathered(const tensor_view<T>& v, const std::array<std::uint8_t, max_rank>& perm) noexcept {
-    std::array<std::size_t, max_rank> dims{};
+tensor_view<T> permuted_view(const operand_ref<T>& x, const std::array<std::uint8_t, max_rank>& perm,
+                             const std::size_t* ext, std::size_t rank) noexcept {
+    stride_array g{};
+    for (std::size_t a = 0; a < rank; ++a) g[a] = x.st[perm[a]];
+    return tensor_view<T>(x.data, shape::unchecked(std::span<const std::size_t>(ext, rank)),
+                          std::span<const std::ptrdiff_t>(g.data(), rank));
+}
+
+/// An operand of a product step as a batched matrix view, copied into `keep` when its strides
+/// cannot be merged.
+template <class T>
+tensor_view<const T> product_operand(session& s, const operand_ref<const T>& x,
+                                     const std::array<std::uint8_t, max_rank>& perm, const std::size_t* ext,
+                                     std::size_t batch, std::size_t rows, std::size_t cols, bool empty,
+                                     const shape& matrix, tensor<T>& keep) {
     stride_array st{};
-    for (std::size_t a = 0; a < v.rank(); ++a) {
-        dims[a] = v.extent(perm[a]);
-        st[a] = v.stride(perm[a]);
+    if (matrix_strides(perm, ext, x.st, batch, rows, cols, st) || empty)
+        return tensor_view<const T>(x.data, matrix, std::span<const std::ptrdiff_t>(st.data(), matrix.rank()));
+    keep = contiguous_copy<T>(s, permuted_view<const T>(x, perm, ext, batch + rows + cols));
+    return tensor_view<const T>(keep.data(), matrix);
+}
+
+/// Runs a product step: out ([batch..., m-axes, n-axes]) = x @ y for each batch item. A single
+/// product below naive_product_limit whose operands need no copy runs right here, as one inline
+/// dispatch (the 2x2-4x4 kernels, else a plain loop over the strides); the rest goes to
+/// run_products (the batched kernels, Eigen's GEMM, tiling and the parallel split).
+template <class T>
+void run_product_step(session& s, const einsum_product& p, const operand_ref<const T>& x,
+                      const operand_ref<const T>& y, const operand_ref<T>& out) {
+    if (p.batch == 0) {
+        // One product: when no operand needs a copy, small ones run right here on matrix_refs.
+        const auto m = static_cast<std::ptrdiff_t>(p.out_matrix[0]), n = static_cast<std::ptrdiff_t>(p.out_matrix[1]),
+                   k = static_cast<std::ptrdiff_t>(p.x_matrix[1]);
+        stride_array sx{}, sy{}, so{};
+        if (m + n + k < static_cast<std::ptrdiff_t>(naive_product_limit) &&
+            matrix_strides(p.perm_x, p.ext_x.data(), x.st, 0, p.m, p.k, sx) &&
+            matrix_strides(p.perm_y, p.ext_y.data(), y.st, 0, p.k, p.n, sy) &&
+            matrix_strides(identity_axes, p.ext_out.data(), out.st, 0, p.m, p.n, so)) {
+            ++session_access::counters(s).inline_dispatches;
+            const matrix_ref<const T> a{x.data, m, k, sx[0], sx[1]}, b{y.data, k, n, sy[0], sy[1]};
+            const matrix_ref<T> c{out.data, m, n, so[0], so[1]};
+            if (m == n && n == k && m >= 2 && m <= 4) {
+                if (m == 2)
+                    tiny_square_any<2, false>(a, b, c, T{1}, T{0});
+                else if (m == 3)
+                    tiny_square_any<3, false>(a, b, c, T{1}, T{0});
+                else
+                    tiny_square_any<4, false>(a, b, c, T{1}, T{0});
+            } else {
+                naive_product<T>(a, b, c, false, T{1}, T{0});
+            }
+            return;
+        }
     }
-    return tensor_view<T>(v.data(), shape::unchecked(std::span<const std::size_t>(dims.data(), v.rank())),
-                          std::span<const std::ptrdiff_t>(st.data(), v.rank()));
-}
-
-/// An operand of a product step as a batched matrix, copied into `keep` when its strides cannot
-/// be merged.
-template <class T>
-tensor_view<const T> product_operand(session& s, const tensor_view<const T>& v,
-                                     const std::array<std::uint8_t, max_rank>& perm, std::size_t batch,
-                                     std::size_t rows, std::size_t cols, tensor<T>& keep) {
-    tensor_view<const T> matrix;
-    if (as_batched_matrix<const T>(v, perm, batch, rows, cols, matrix)) return matrix;
-    keep = contiguous_copy<T>(s, gathered<const T>(v, perm));
-    std::array<std::uint8_t, max_rank> identity{};
-    for (std::size_t a = 0; a < max_rank; ++a) identity[a] = static_cast<std::uint8_t>(a);
-    const bool merged = as_batched_matrix<const T>(keep.view(), identity, batch, rows, cols, matrix);
-    TESSERA_ASSERT(merged, "einsum: a dense copy merges into a batched matrix");
-    static_cast<void>(merged);
-    return matrix;
-}
-
-/// Runs a product step: out ([batch..., m-axes, n-axes], any strides) = x @ y per batch item.
-template <class T>
-void run_product_step(session& s, const einsum_product& p, const tensor_view<const T>& x,
-                      const tensor_view<const T>& y, const tensor_view<T>& out) {
     tensor<T> x_keep, y_keep, out_temp;
-    const tensor_view<const T> xm = product_operand<T>(s, x, p.perm_x, p.batch, p.m, p.k, x_keep);
-    const tensor_view<const T> ym = product_operand<T>(s, y, p.perm_y, p.batch, p.k, p.n, y_keep);
-    std::array<std::uint8_t, max_rank> identity{};
-    for (std::size_t a = 0; a < max_rank; ++a) identity[a] = static_cast<std::uint8_t>(a);
+    const tensor_view<const T> xm =
+        product_operand<T>(s, x, p.perm_x, p.ext_x.data(), p.batch, p.m, p.k, p.x_empty, p.x_matrix, x_keep);
+    const tensor_view<const T> ym =
+        product_operand<T>(s, y, p.perm_y, p.ext_y.data(), p.batch, p.k, p.n, p.y_empty, p.y_matrix, y_keep);
+    stride_array so{};
     tensor_view<T> om;
-    if (!as_batched_matrix<T>(out, identity, p.batch, p.m, p.n, om)) {
-        out_temp = tensor<T>::uninitialized(s, out.shape());
-        const bool merged = as_batched_matrix<T>(out_temp.view(), identity, p.batch, p.m, p.n, om);
-        TESSERA_ASSERT(merged, "einsum: a dense result merges into a batched matrix");
-        static_cast<void>(merged);
+    if (matrix_strides(identity_axes, p.ext_out.data(), out.st, p.batch, p.m, p.n, so) || p.out_empty) {
+        om = tensor_view<T>(out.data, p.out_matrix, std::span<const std::ptrdiff_t>(so.data(), p.out_matrix.rank()));
+    } else {
+        out_temp = tensor<T>::uninitialized(s, p.out_matrix);
+        om = out_temp.view();
     }
-    if (p.batch == 0)
-        matmul_2d<T>(s, xm, ym, om, false, T{1}, T{0});
-    else
-        run_products<T>(s, xm, ym, om, false, T{1}, T{0});
-    if (out_temp.data() != nullptr) copy_strided<T>(out_temp.view(), out);
+    run_products<T>(s, xm, ym, om, false, T{1}, T{0});
+    if (out_temp.data() != nullptr) {
+        const std::size_t rank = std::size_t{p.batch} + p.m + p.n;
+        const shape natural = shape::unchecked(std::span<const std::size_t>(p.ext_out.data(), rank));
+        copy_strided<T>(tensor_view<const T>(out_temp.data(), natural), permuted_view<T>(out, identity_axes, p.ext_out.data(), rank));
+    }
 }
 
 /// Runs a loop step: out[outer labels] = sum over the inner labels of x (times y when binary).
 /// Output positions are split across the threads when the work is large; each position's sum
 /// runs on one thread in a fixed order.
 template <class T, bool Binary>
-void run_loop_step(session& s, const einsum_loop& l, const tensor_view<const T>& x, const tensor_view<const T>& y,
-                   const tensor_view<T>& out) {
+void run_loop_step(session& s, const einsum_loop& l, const operand_ref<const T>& x, const operand_ref<const T>& y,
+                   const operand_ref<T>& out) {
     const std::size_t outer = l.outer, labels = std::size_t{l.outer} + l.inner;
     std::array<std::ptrdiff_t, max_loop_labels> sx{}, sy{}, so{};
     std::size_t positions = 1, inner_count = 1;
     for (std::size_t i = 0; i < labels; ++i) {
-        sx[i] = l.axis_x[i] >= 0 ? x.stride(static_cast<std::size_t>(l.axis_x[i])) : 0;
-        if constexpr (Binary) sy[i] = l.axis_y[i] >= 0 ? y.stride(static_cast<std::size_t>(l.axis_y[i])) : 0;
-        so[i] = l.axis_o[i] >= 0 ? out.stride(static_cast<std::size_t>(l.axis_o[i])) : 0;
+        sx[i] = l.axis_x[i] >= 0 ? x.st[static_cast<std::size_t>(l.axis_x[i])] : 0;
+        if constexpr (Binary) sy[i] = l.axis_y[i] >= 0 ? y.st[static_cast<std::size_t>(l.axis_y[i])] : 0;
+        so[i] = l.axis_o[i] >= 0 ? out.st[static_cast<std::size_t>(l.axis_o[i])] : 0;
         (i < outer ? positions : inner_count) *= l.extent[i];
     }
     if (positions == 0) return;
-    const T* const xd = x.data();
-    const T* const yd = y.data();
-    T* const od = out.data();
+    const T* const xd = x.data;
+    const T* const yd = y.data;
+    T* const od = out.data;
     // The innermost summed label runs as a plain loop; the others advance an odometer.
     const std::size_t last = labels - 1;
     const std::size_t run = l.inner > 0 ? l.extent[last] : 1;
@@ -347,36 +370,69 @@ void run_loop_step(session& s, const einsum_loop& l, const tensor_view<const T>&
     });
 }
 
+/// An intermediate's storage: a workspace block (none for zero elements), given back when it is
+/// released or goes out of scope.
+struct workspace_block {
+    void* payload = nullptr;
+
+    workspace_block() = default;
+    workspace_block(const workspace_block&) = delete;
+    workspace_block& operator=(const workspace_block&) = delete;
+    ~workspace_block() { release(); }
+
+    void allocate(session& s, std::size_t count, std::size_t element_size) {
+        if (count == 0) return;
+        if (count > static_cast<std::size_t>(-1) / element_size) throw_bytes_overflow("einsum", count, element_size);
+        payload = session_access::allocate(s, count * element_size);
+    }
+    void release() noexcept {
+        if (payload != nullptr) release_block(payload);
+        payload = nullptr;
+    }
+};
+
+/// Runs one step of a plan.
+template <class T>
+void run_einsum_op(session& s, const einsum_op& op, const operand_ref<const T>& x, const operand_ref<const T>& y,
+                   const operand_ref<T>& out) {
+    if (op.kind == einsum_kind::product)
+        run_product_step<T>(s, op.product, x, y, out);
+    else if (op.binary)
+        run_loop_step<T, true>(s, op.loop, x, y, out);
+    else
+        run_loop_step<T, false>(s, op.loop, x, y, out);
+}
+
 /// Runs plan `p` on `in` (shapes already matched to the plan), writing `out` (checked by the
 /// caller). Intermediates come from the session's workspace and go back to it as soon as the
 /// step that reads them is done.
 template <class T, std::size_t N>
 void run_einsum(session& s, const einsum_program& p, const std::array<tensor_view<const T>, N>& in,
                 const tensor_view<T>& out) {
-    std::array<tensor<T>, 2 * N> temps;
-    const auto slot = [&](std::size_t id) -> tensor_view<const T> {
-        return id < N ? normalized_input<T>(p, id, in[id]) : tensor_view<const T>(temps[id - N].view());
+    if (p.ops.size() == 1) {  // one step straight from the inputs: no intermediates to hold
+        const einsum_op& op = p.ops.front();
+        const operand_ref<const T> x = input_ref<T>(p, op.x, in[op.x]);
+        run_einsum_op<T>(s, op, x, op.binary ? input_ref<T>(p, op.y, in[op.y]) : x, permuted_ref<T>(out, op.out_perm));
+        return;
+    }
+    std::array<workspace_block, 2 * N> temps;
+    const auto slot = [&](std::size_t id) -> operand_ref<const T> {
+        if (id < N) return input_ref<T>(p, id, in[id]);
+        return {static_cast<const T*>(temps[id - N].payload), row_major_strides(p.slots[id])};
     };
     const std::size_t steps = p.ops.size();
     for (std::size_t j = 0; j < steps; ++j) {
         const einsum_op& op = p.ops[j];
-        const tensor_view<const T> x = slot(op.x);
-        const tensor_view<const T> y = op.binary ? slot(op.y) : x;
-        tensor_view<T> o;
+        const operand_ref<const T> x = slot(op.x);
+        const operand_ref<const T> y = op.binary ? slot(op.y) : x;
         if (j + 1 == steps) {
-            o = gathered<T>(out, op.out_perm);
-        } else {
-            temps[j] = tensor<T>::uninitialized(s, p.slots[op.out]);
-            o = temps[j].view();
+            run_einsum_op<T>(s, op, x, y, permuted_ref<T>(out, op.out_perm));
+            break;
         }
-        if (op.kind == einsum_kind::product)
-            run_product_step<T>(s, op.product, x, y, o);
-        else if (op.binary)
-            run_loop_step<T, true>(s, op.loop, x, y, o);
-        else
-            run_loop_step<T, false>(s, op.loop, x, y, o);
-        if (op.x >= N) temps[op.x - N] = tensor<T>();
-        if (op.binary && op.y >= N) temps[op.y - N] = tensor<T>();
+        temps[j].allocate(s, p.slots[op.out].count(), sizeof(T));
+        run_einsum_op<T>(s, op, x, y, {static_cast<T*>(temps[j].payload), row_major_strides(p.slots[op.out])});
+        if (op.x >= N) temps[op.x - N].release();
+        if (op.binary && op.y >= N) temps[op.y - N].release();
     }
 }
 

@@ -163,6 +163,42 @@ template <class T>
 void naive_product(const matrix_ref<const T>& a, const matrix_ref<const T>& b, const matrix_ref<T>& c,
                    bool accumulate, T alpha, T beta) noexcept {
     const std::ptrdiff_t k = a.cols;
+    if (c.rows == 0 || c.cols == 0) return;  // an empty c may have null data: no row to address
+    if (!accumulate && b.cs == 1 && c.cs == 1) {
+        // Rows of b and c are contiguous: four columns of c at a time, each summed in its own
+        // register over p (ascending, as below), with unit-stride loads of b's rows.
+        for (std::ptrdiff_t i = 0; i < c.rows; ++i) {
+            T* row = c.data + i * c.rs;
+            std::ptrdiff_t j = 0;
+            for (; j + 4 <= c.cols; j += 4) {
+                T s0{}, s1{}, s2{}, s3{};
+                for (std::ptrdiff_t p = 0; p < k; ++p) {
+                    const T x = a(i, p);
+                    const T* from = b.data + p * b.rs + j;
+                    s0 += x * from[0];
+                    s1 += x * from[1];
+                    s2 += x * from[2];
+                    s3 += x * from[3];
+                }
+                row[j] = s0;
+                row[j + 1] = s1;
+                row[j + 2] = s2;
+                row[j + 3] = s3;
+            }
+            for (; j < c.cols; ++j) {
+                T sum{};
+                for (std::ptrdiff_t p = 0; p < k; ++p) sum += a(i, p) * b(p, j);
+                row[j] = sum;
+            }
+        }
+        return;
+    }
+    if (!accumulate && a.rs == 1 && c.rs == 1 && c.cols > 1) {
+        // Column-major a and c: the same loop on the transposes, c^T = b^T a^T.
+        naive_product<T>({b.data, b.cols, b.rows, b.cs, b.rs}, {a.data, a.cols, a.rows, a.cs, a.rs},
+                         {c.data, c.cols, c.rows, c.cs, c.rs}, false, alpha, beta);
+        return;
+    }
     for (std::ptrdiff_t i = 0; i < c.rows; ++i) {
         for (std::ptrdiff_t j = 0; j < c.cols; ++j) {
             T sum{};
