@@ -235,6 +235,7 @@ const std::vector<notation_case>& notation_cases() {
         {"ij,kj->ik", {}},
         {"ji,jk->ki", {}},
         {"iJ,Jk->ik", {}},
+        {"bA,bc", {}},  // implicit output "Ac": ASCII order puts upper case first
         {"bij,bjk->bik", {}},
         {"bij,bjk->bki", {}},
         {"ijk,jkl->il", {}},
