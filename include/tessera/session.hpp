@@ -15,7 +15,10 @@ namespace tessera {
 
 namespace detail {
 struct session_access;
-enum class entry_kind { arena, inline_thread, child };
+/// How a session was opened: by entering the arena, inline on a one-thread backend, as a child
+/// session inside a parallel chunk of its own backend, or inline and serial inside the work of
+/// another backend (see backend::run).
+enum class entry_kind { arena, inline_thread, child, nested_serial };
 [[noreturn]] void throw_block_too_large(std::size_t bytes);
 }  // namespace detail
 
@@ -32,8 +35,10 @@ public:
     session(const session&) = delete;
     session& operator=(const session&) = delete;
 
-    /// Returns the backend's thread count (1 for an inline backend).
-    int threads() const noexcept { return core_->settings().threads; }
+    /// Returns the threads this session's ops may use: the backend's thread count, or 1 for a
+    /// one-thread backend and for a session opened inside another backend's work (which runs
+    /// serially on its thread; see backend::run).
+    int threads() const noexcept { return serial_ ? 1 : core_->settings().threads; }
 
     /// Returns true when called from the thread this session belongs to.
     bool on_owner_thread() const noexcept { return owner_ == &detail::this_thread; }
@@ -47,11 +52,13 @@ private:
           ws_(&core.lease(ts)),
           prev_(ts.innermost),
           saved_chunk_of_(ts.chunk_of),
-          owner_(&ts) {
+          owner_(&ts),
+          serial_(kind == detail::entry_kind::nested_serial || core.arena() == nullptr) {
         counters_.sessions = 1;
         switch (kind) {
             case detail::entry_kind::arena: counters_.arena_entries = 1; break;
-            case detail::entry_kind::inline_thread: counters_.inline_entries = 1; break;
+            case detail::entry_kind::inline_thread:
+            case detail::entry_kind::nested_serial: counters_.inline_entries = 1; break;
             case detail::entry_kind::child: counters_.child_sessions = 1; break;
         }
         ts.innermost = this;
@@ -73,6 +80,7 @@ private:
     session* prev_;
     const detail::backend_core* saved_chunk_of_;
     detail::thread_state* owner_;
+    bool serial_;  // ops run inline on the owner thread: no arena, or not this session's to use
     detail::session_counters counters_;
 };
 
@@ -81,6 +89,9 @@ namespace detail {
 /// The internal face of a session that ops and the backend use.
 struct session_access {
     static backend_core& core(session& s) noexcept { return *s.core_; }
+    /// The arena this session's ops may fan out on: null for a serial session (a one-thread
+    /// backend's, or one opened inside another backend's work).
+    static tbb::task_arena* arena(session& s) noexcept { return s.serial_ ? nullptr : s.core_->arena(); }
     static session_counters& counters(session& s) noexcept { return s.counters_; }
     static workspace& workspace_of(session& s) noexcept { return *s.ws_; }
     static bool belongs_to(const session& s, const backend_core& core) noexcept {

@@ -21,7 +21,8 @@ namespace tessera {
 struct stats {
     std::uint64_t sessions = 0;             ///< sessions closed (top-level and child)
     std::uint64_t arena_entries = 0;        ///< top-level sessions that entered the task_arena
-    std::uint64_t inline_entries = 0;       ///< top-level sessions of a one-thread backend
+    std::uint64_t inline_entries = 0;       ///< sessions opened without the arena: a one-thread
+                                            ///< backend's, and serial ones inside another backend's work
     std::uint64_t nested_reuses = 0;        ///< `run` calls that reused the thread's open session
     std::uint64_t child_sessions = 0;       ///< sessions opened inside a parallel chunk
     std::uint64_t parallel_dispatches = 0;  ///< op steps that fanned out with tbb::parallel_for

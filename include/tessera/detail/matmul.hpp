@@ -285,7 +285,7 @@ void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
         std::max<std::size_t>(1, saturating_mul(saturating_mul(tm, tn), std::max<std::size_t>(k, 1)) /
                                      fma_per_work_unit);
     const std::size_t grain_items = std::max<std::size_t>(1, grain / item_units);
-    tbb::task_arena* arena = session_access::core(s).arena();
+    tbb::task_arena* arena = session_access::arena(s);
     const bool parallel = arena != nullptr && items > grain_items;
 
     // Eigen's pack buffers: one per arena thread when items run in parallel, from the workspace.

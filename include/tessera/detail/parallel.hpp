@@ -21,7 +21,7 @@ template <class Body>
 void parallel_range(session& s, std::size_t n, std::size_t grain, const Body& body) {
     backend_core& core = session_access::core(s);
     session_counters& counters = session_access::counters(s);
-    if (n <= grain || core.arena() == nullptr) {
+    if (n <= grain || session_access::arena(s) == nullptr) {
         ++counters.inline_dispatches;
         body(std::size_t{0}, n);
         return;

@@ -1090,7 +1090,7 @@ private:
         const std::size_t n = std::max<std::size_t>(p_.red.count, 1);
         const std::size_t groups = Tile ? streams_ : p_.outputs;
         const std::size_t grain = core.settings().grain;
-        if (p_.outputs * n <= grain || core.arena() == nullptr) {
+        if (p_.outputs * n <= grain || session_access::arena(s) == nullptr) {
             ++counters.inline_dispatches;
             for (std::size_t g = 0; g < groups; ++g) run_serial(g);
             return;
