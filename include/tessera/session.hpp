@@ -1,6 +1,7 @@
 // tessera/session.hpp - tessera::session, the scope in which ops run.
-// A session is opened by backend::run, which enters the backend's arena once; every op takes the
-// session as its first parameter, borrows buffers from its workspace and counts what it did.
+// A session is opened by backend::run, which enters the backend's arena at most once (see run for
+// the nested cases); every op takes the session as its first parameter, borrows buffers from its
+// workspace and counts what it did.
 #pragma once
 
 #include <tessera/detail/backend_core.hpp>

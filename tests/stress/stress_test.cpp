@@ -126,8 +126,9 @@ TEST(StressTest, TwoBackendsCallIntoEachOther) {
     for (const backend* be : {&a, &b}) {
         const tessera::stats st = be->stats();
         EXPECT_EQ(st.open_sessions, 0u);
-        // Per round, each backend: 1 top-level entry from its own thread; 8 serial sessions in
-        // the chunk loop of its own session and 1 + 8 + 8 from the other thread's round.
+        // Per round, each backend: 1 top-level entry from its own thread, 8 serial sessions from
+        // the inline chunk loop of the other backend's serial session in that round, and 1 + 8 + 8
+        // serial sessions in the other thread's round.
         EXPECT_EQ(st.arena_entries, 100u);
         EXPECT_EQ(st.inline_entries, 100u * (8 + 17));
         EXPECT_EQ(st.child_sessions, 0u);

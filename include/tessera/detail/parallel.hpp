@@ -12,7 +12,8 @@
 
 namespace tessera::detail {
 
-/// Calls `body(begin, end)` over [0, n): inline when the backend has one thread or n is at most
+/// Calls `body(begin, end)` over [0, n): inline when the session is serial (a one-thread backend's,
+/// or one opened inside another backend's work; session_access::arena is null) or n is at most
 /// `grain` (nothing is woken), else across the arena with tbb::parallel_for, which halves a range
 /// only while it holds more than `grain` items: chunks hold at least about grain / 2 items, and the
 /// default (auto) partitioner may leave some larger than `grain`. `grain` must be at least 1.
