@@ -103,11 +103,10 @@ public:
     /// - On a one-thread backend it opens the session inline: no arena, no oneTBB call.
     /// - Inside a parallel chunk of this backend on another (worker) thread it opens a child
     ///   session with its own workspace.
-    /// - Inside a session or a parallel chunk of another multi-thread backend (the thread is in
-    ///   that backend's arena) it opens a session inline on the calling thread, without entering
-    ///   this arena: its ops run serially on that thread (session::threads() is 1). Entering
-    ///   would hold that arena's slot while waiting for one of this arena's, and two backends
-    ///   calling into each other could deadlock.
+    /// - Inside a session or a parallel chunk of another backend it opens a session inline on
+    ///   the calling thread, without entering the arena: its ops run serially on that thread
+    ///   (session::threads() is 1). Entering would hold that backend's slot while waiting for
+    ///   one of this arena's, and two backends calling into each other could deadlock.
     /// - Otherwise it enters the arena once (isolated) and opens a session.
     /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
     /// may run it on an arena thread while the caller waits. Results are returned by value.
@@ -128,13 +127,11 @@ public:
         }
         tbb::task_arena* arena = core.arena();
         if (arena == nullptr) return session_access::open(core, entry_kind::inline_thread, fn);
-        // Inside the work of another backend (its session or its parallel chunk) on a thread
-        // that is in an arena, this thread holds a slot of that arena. Waiting here for a slot of
-        // this one could close a cycle (two backends calling into each other, each thread holding
-        // the slot the other waits for), so the session runs inline and serial on this thread
-        // instead. (A one-thread backend's session holds no slot: from there, enter as usual.)
-        if ((ts.innermost != nullptr || ts.chunk_of != nullptr) && ts.chunk_of != &core &&
-            tbb::this_task_arena::current_thread_index() != tbb::task_arena::not_initialized)
+        // Inside the work of another backend (its session or its parallel chunk) this thread
+        // holds a slot of that backend's arena. Waiting here for a slot of this one could close
+        // a cycle (two backends calling into each other, each thread holding the slot the other
+        // waits for), so the session runs inline and serial on this thread instead.
+        if ((ts.innermost != nullptr || ts.chunk_of != nullptr) && ts.chunk_of != &core)
             return session_access::open(core, entry_kind::nested_serial, fn);
 
         // Isolation keeps this thread from picking up unrelated tasks (another session's chunks)
