@@ -79,6 +79,8 @@ void add_published(stats& to, const workspace& w) noexcept {
     to.inline_dispatches += p.inline_dispatches.load(relaxed);
     to.pool_hits += p.pool_hits.load(relaxed);
     to.pool_misses += p.pool_misses.load(relaxed);
+    to.pool_trims += p.pool_trims.load(relaxed);
+    to.pool_bypasses += p.pool_bypasses.load(relaxed);
     to.plan_cache_hits += p.plan_cache_hits.load(relaxed);
     to.plan_cache_misses += p.plan_cache_misses.load(relaxed);
     to.bytes_retained += p.bytes_retained.load(relaxed);
@@ -138,7 +140,7 @@ workspace& backend_core::lease_slow(thread_state& ts) {
     return *overflow_.back();
 }
 
-block_header* backend_core::refill(unsigned size_class, session_counters& c) {
+block_header* backend_core::refill(unsigned size_class, workspace& w, session_counters& c) {
     {
         std::lock_guard lock(mutex_);
         if (block_header* b = shared_.pop(size_class)) {
@@ -148,11 +150,14 @@ block_header* backend_core::refill(unsigned size_class, session_counters& c) {
     }
     ++c.pool_misses;
     const std::size_t bytes = std::size_t{1} << size_class;
-    const std::size_t before = pooled_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-    if (before + bytes > settings_.retained_bytes_cap || before + bytes < before) {
-        // Over the cap: serve it from the heap, unpooled, so it goes straight back when freed.
-        pooled_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-        return heap_allocate_block(size_class, 0);
+    if (!reserve(bytes)) {
+        make_room(bytes, w, c);
+        if (!reserve(bytes)) {
+            // What the cap allows is all lent out: serve it from the heap, unpooled, so it goes
+            // straight back when freed.
+            ++c.pool_bypasses;
+            return heap_allocate_block(size_class, 0);
+        }
     }
     try {
         return heap_allocate_block(size_class, id_);
@@ -160,6 +165,47 @@ block_header* backend_core::refill(unsigned size_class, session_counters& c) {
         pooled_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
         throw;
     }
+}
+
+bool backend_core::reserve(std::size_t bytes) noexcept {
+    const std::size_t cap = settings_.retained_bytes_cap;
+    std::size_t pooled = pooled_bytes_.load(std::memory_order_relaxed);
+    do {
+        if (bytes > cap || pooled > cap - bytes) return false;
+    } while (!pooled_bytes_.compare_exchange_weak(pooled, pooled + bytes, std::memory_order_relaxed));
+    return true;
+}
+
+void backend_core::make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept {
+    const std::size_t cap = settings_.retained_bytes_cap;
+    if (bytes > cap) return;  // no amount of trimming makes it fit
+    // How far over the cap `bytes` more would be; pooled_bytes_ moves under us, so this is the
+    // goal, and reserve() decides.
+    auto excess = [&] {
+        const std::size_t pooled = pooled_bytes_.load(std::memory_order_relaxed);
+        return pooled > cap - bytes ? pooled - (cap - bytes) : 0;
+    };
+    auto trim_from = [&](free_lists& lists) {
+        const std::size_t wanted = excess();
+        if (wanted == 0) return;
+        pooled_bytes_.fetch_sub(free_largest(lists, wanted, c.pool_trims), std::memory_order_relaxed);
+    };
+    // The session's own idle blocks first (no lock: its thread holds them), then the shared pool,
+    // then workspaces no session holds (leased for the moment, as trim() does).
+    trim_from(w.lists);
+    {
+        std::lock_guard lock(mutex_);
+        trim_from(shared_);
+    }
+    auto trim_if_idle = [&](workspace& other) {
+        if (excess() == 0 || other.leased.exchange(true, std::memory_order_acquire)) return;
+        trim_from(other.lists);
+        other.published.bytes_retained.store(other.lists.retained_bytes, std::memory_order_relaxed);
+        other.leased.store(false, std::memory_order_release);
+    };
+    for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);
+    std::lock_guard lock(mutex_);
+    for (auto& o : overflow_) trim_if_idle(*o);
 }
 
 void backend_core::take_back(block_header* b) noexcept {

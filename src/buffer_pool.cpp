@@ -71,6 +71,20 @@ std::size_t free_all(free_lists& lists) noexcept {
     return freed;
 }
 
+std::size_t free_largest(free_lists& lists, std::size_t wanted, std::uint64_t& blocks) noexcept {
+    std::size_t freed = 0;
+    for (unsigned c = max_size_class + 1; c-- > min_size_class && freed < wanted;) {
+        while (freed < wanted) {
+            block_header* b = lists.pop(c);
+            if (b == nullptr) break;
+            freed += b->payload_bytes();
+            ++blocks;
+            heap_free_block(b);
+        }
+    }
+    return freed;
+}
+
 std::uint64_t next_backend_id() noexcept {
     // Never reused, so a block of a destroyed backend can never be mistaken for a live one's.
     static std::atomic<std::uint64_t> next{1};

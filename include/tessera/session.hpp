@@ -116,7 +116,7 @@ struct session_access {
             ++s.counters_.pool_hits;
             return b->payload();
         }
-        return s.core_->refill(size_class, s.counters_)->payload();
+        return s.core_->refill(size_class, *s.ws_, s.counters_)->payload();
     }
 
     /// Opens a session of `kind` on the calling thread and calls `fn` in it.

@@ -29,6 +29,10 @@ struct stats {
     std::uint64_t inline_dispatches = 0;    ///< op steps that ran inline on the session thread
     std::uint64_t pool_hits = 0;            ///< blocks served from a workspace or the shared pool
     std::uint64_t pool_misses = 0;          ///< blocks that had to come from the heap
+    std::uint64_t pool_trims = 0;           ///< idle blocks freed to make room under the cap
+                                            ///< (backend_options::retained_bytes_cap)
+    std::uint64_t pool_bypasses = 0;        ///< blocks served unpooled: what the cap allows was
+                                            ///< all lent out (freed straight to the heap later)
     std::uint64_t plan_cache_hits = 0;      ///< einsum calls and prepares that found their plan
     std::uint64_t plan_cache_misses = 0;    ///< einsum calls and prepares that had to plan
     std::uint64_t plan_cache_evictions = 0; ///< plans dropped from the backend's full plan cache
@@ -52,6 +56,8 @@ constexpr stats operator-(const stats& after, const stats& before) noexcept {
     d.inline_dispatches -= before.inline_dispatches;
     d.pool_hits -= before.pool_hits;
     d.pool_misses -= before.pool_misses;
+    d.pool_trims -= before.pool_trims;
+    d.pool_bypasses -= before.pool_bypasses;
     d.plan_cache_hits -= before.plan_cache_hits;
     d.plan_cache_misses -= before.plan_cache_misses;
     d.plan_cache_evictions -= before.plan_cache_evictions;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace {
 
 using tessera::backend;
@@ -89,19 +91,66 @@ TEST(BufferPoolTest, BlockFreedInItsOwnSessionStaysInTheLeasedWorkspace) {
     EXPECT_EQ(be.stats().pool_hits, 1u);
 }
 
-TEST(BufferPoolTest, AllocationsBeyondTheCapBypassThePool) {
+// The cap bounds what the pool owns, free or lent out. A block that would cross it is served
+// unpooled only while everything the cap allows is in use; idle blocks are trimmed to make room.
+TEST(BufferPoolTest, AllocationsBeyondTheCapTrimIdleBlocksOrBypassThePool) {
     backend be{backend_options{}.with_threads(1).with_retained_bytes_cap(1024)};
     be.run([](session& s) {
         auto a = tessera::empty<float>(s, {256});  // 1024 bytes: exactly the cap, pooled
-        auto b = tessera::empty<float>(s, {16});   // over the cap: from the heap, unpooled
+        auto b = tessera::empty<float>(s, {16});   // a is lent out: from the heap, unpooled
     });
     tessera::stats st = be.stats();
     EXPECT_EQ(st.pool_misses, 2u);
-    EXPECT_EQ(st.bytes_retained, 1024u);
+    EXPECT_EQ(st.pool_bypasses, 1u);
+    EXPECT_EQ(st.pool_trims, 0u);
+    EXPECT_EQ(st.bytes_retained, 1024u);  // a, idle in the workspace; b went back to the heap
+
+    be.run([](session& s) { auto b = tessera::empty<float>(s, {16}); });
+    st = be.stats();
+    EXPECT_EQ(st.pool_misses, 3u);
+    EXPECT_EQ(st.pool_trims, 1u);  // the idle 1024-byte block made room for b
+    EXPECT_EQ(st.pool_bypasses, 1u);
+    EXPECT_EQ(st.bytes_retained, 64u);
+
     allocation_scope counted;
     be.run([](session& s) { auto b = tessera::empty<float>(s, {16}); });
-    EXPECT_EQ(counted.count(), 1u);  // the unpooled block was not kept
-    EXPECT_EQ(be.stats().bytes_retained, 1024u);
+    EXPECT_EQ(counted.count(), 0u);  // b was pooled this time
+    EXPECT_EQ(be.stats().pool_hits, 1u);
+}
+
+// Room is made from the session's own idle blocks, the shared pool and workspaces no session
+// holds, and the pool never owns more than the cap.
+TEST(BufferPoolTest, TheCapTrimsTheSharedPoolAndIdleWorkspaces) {
+    backend be{backend_options{}.with_threads(1).with_retained_bytes_cap(4096)};
+    auto outside = be.run([](session& s) { return tessera::empty<float>(s, {256}); });
+    outside = tessera::tensor<float>{};  // 1024 bytes, freed outside any session: the shared pool
+    std::thread([&] {
+        be.run([](session& s) { auto t = tessera::empty<float>(s, {512}); });  // 2048, idle there
+    }).join();
+    EXPECT_EQ(be.stats().bytes_retained, 1024u + 2048u);
+
+    be.run([](session& s) {
+        auto a = tessera::empty<float>(s, {16});  // 64 bytes: fits beside the idle ones
+        a = tessera::tensor<float>{};
+        auto big = tessera::empty<float>(s, {1024});  // 4096: every idle block must go
+    });
+    const tessera::stats st = be.stats();
+    EXPECT_EQ(st.pool_trims, 3u);
+    EXPECT_EQ(st.pool_bypasses, 0u);
+    EXPECT_EQ(st.bytes_retained, 4096u);  // big, pooled and now idle
+}
+
+// A block larger than the cap never fits, however much is trimmed: nothing idle is thrown away.
+TEST(BufferPoolTest, ABlockLargerThanTheCapTrimsNothing) {
+    backend be{backend_options{}.with_threads(1).with_retained_bytes_cap(1024)};
+    be.run([](session& s) {
+        { auto a = tessera::empty<float>(s, {16}); }
+        auto huge = tessera::empty<float>(s, {1024});
+    });
+    const tessera::stats st = be.stats();
+    EXPECT_EQ(st.pool_trims, 0u);
+    EXPECT_EQ(st.pool_bypasses, 1u);
+    EXPECT_EQ(st.bytes_retained, 64u);
 }
 
 TEST(BufferPoolTest, TrimFreesRetainedBlocks) {

@@ -69,8 +69,11 @@ public:
         w.leased.store(false, std::memory_order_release);
     }
 
-    /// Serves a block of `size_class` when the session's workspace has none free: from the shared pool, else the heap.
-    block_header* refill(unsigned size_class, session_counters& c);
+    /// Serves a block of `size_class` when the session's workspace `w` has none free: from the
+    /// shared pool, else the heap. A heap block that would take the pool past retained_bytes_cap
+    /// first trims idle blocks (w's own, then the shared pool's, then idle workspaces'); only when
+    /// what the cap allows is all lent out is the block served unpooled.
+    block_header* refill(unsigned size_class, workspace& w, session_counters& c);
 
     /// Takes a block freed outside any session of this backend (caller holds the registry lock).
     void take_back(block_header* b) noexcept;
@@ -80,6 +83,10 @@ public:
 
 private:
     workspace& lease_slow(thread_state& ts);
+    /// Counts `bytes` into pooled_bytes_ if that keeps it within the cap.
+    bool reserve(std::size_t bytes) noexcept;
+    /// Frees idle blocks until `bytes` more would fit under the cap, or nothing idle is left.
+    void make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept;
 
     // 64 slots cover any realistic number of concurrent sessions; past that, lease_slow makes
     // overflow workspaces under the mutex.

@@ -18,6 +18,8 @@ struct session_counters {
     std::uint64_t inline_dispatches = 0;
     std::uint64_t pool_hits = 0;
     std::uint64_t pool_misses = 0;
+    std::uint64_t pool_trims = 0;
+    std::uint64_t pool_bypasses = 0;
     std::uint64_t plan_cache_hits = 0;
     std::uint64_t plan_cache_misses = 0;
 };
@@ -35,6 +37,8 @@ struct published_counters {
     std::atomic<std::uint64_t> inline_dispatches{0};
     std::atomic<std::uint64_t> pool_hits{0};
     std::atomic<std::uint64_t> pool_misses{0};
+    std::atomic<std::uint64_t> pool_trims{0};
+    std::atomic<std::uint64_t> pool_bypasses{0};
     std::atomic<std::uint64_t> plan_cache_hits{0};
     std::atomic<std::uint64_t> plan_cache_misses{0};
     std::atomic<std::uint64_t> bytes_retained{0};
@@ -49,6 +53,8 @@ struct published_counters {
         add(inline_dispatches, c.inline_dispatches);
         add(pool_hits, c.pool_hits);
         add(pool_misses, c.pool_misses);
+        add(pool_trims, c.pool_trims);
+        add(pool_bypasses, c.pool_bypasses);
         add(plan_cache_hits, c.plan_cache_hits);
         add(plan_cache_misses, c.plan_cache_misses);
         bytes_retained.store(retained, std::memory_order_relaxed);

@@ -66,5 +66,8 @@ block_header* heap_allocate_block(unsigned size_class, std::uint64_t backend_id)
 void heap_free_block(block_header* b) noexcept;
 /// Frees every block in `lists` to the heap and returns the bytes released.
 std::size_t free_all(free_lists& lists) noexcept;
+/// Frees blocks from `lists` to the heap, largest first, until at least `wanted` bytes are freed
+/// or the lists are empty; returns the bytes released and adds the blocks freed to `blocks`.
+std::size_t free_largest(free_lists& lists, std::size_t wanted, std::uint64_t& blocks) noexcept;
 
 }  // namespace tessera::detail
