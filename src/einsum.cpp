@@ -340,11 +340,9 @@ private:
                                  std::array<std::size_t, max_rank>& ext) {
             for (std::size_t a = 0; a < labels.size(); ++a) ext[a] = extent_[static_cast<std::size_t>(labels[perm[a]])];
         };
-        std::array<std::uint8_t, max_rank> identity{};
-        for (std::size_t a = 0; a < max_rank; ++a) identity[a] = static_cast<std::uint8_t>(a);
         extents(lx, p.perm_x, p.ext_x);
         extents(ly, p.perm_y, p.ext_y);
-        extents(result, identity, p.ext_out);
+        extents(result, identity_axes, p.ext_out);
         const auto product_of = [&](const std::vector<int>& labels) {
             std::size_t n = 1;
             for (int l : labels) n *= extent_[static_cast<std::size_t>(l)];
@@ -377,7 +375,7 @@ private:
     std::size_t finish(einsum_op op, const std::vector<int>& result) {
         op.out = static_cast<std::uint16_t>(slots_.size());
         // Loop steps and intermediate results are written in their own label order: identity.
-        for (std::size_t i = 0; i < max_rank; ++i) op.out_perm[i] = static_cast<std::uint8_t>(i);
+        op.out_perm = identity_axes;
         p_.ops.push_back(op);
         slots_.push_back({result, mask_of(result)});
         return slots_.size() - 1;

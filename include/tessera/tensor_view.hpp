@@ -22,10 +22,14 @@ using stride_array = std::array<std::ptrdiff_t, max_rank>;
 /// Returns the row-major (C order) strides of `s`.
 constexpr stride_array row_major_strides(const shape& s) noexcept {
     stride_array st{};
-    std::ptrdiff_t step = 1;
+    // Unsigned, so extents that multiply past the range wrap instead of overflowing (undefined
+    // behaviour). Only an empty shape such as [2^40, 2^40, 0] gets that far and still makes a
+    // tensor, and its strides never address anything; any other such size fails its byte-count
+    // check.
+    std::size_t step = 1;
     for (std::size_t i = s.rank(); i-- > 0;) {
-        st[i] = step;
-        step *= static_cast<std::ptrdiff_t>(s[i] == 0 ? 1 : s[i]);
+        st[i] = static_cast<std::ptrdiff_t>(step);
+        step *= s[i] == 0 ? 1 : s[i];
     }
     return st;
 }

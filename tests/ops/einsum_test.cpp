@@ -9,6 +9,7 @@
 #endif
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/random.hpp"
 
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
@@ -42,24 +43,12 @@ using tessera::session;
 using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
+using tessera::test::fresh_seed;
+using tessera::test::random_tensor;
+using tessera::test::wide_t;
+using tessera::test::widen;
 
 using cd = std::complex<double>;
-
-template <class T>
-using wide_t = std::conditional_t<tessera::is_complex_v<T>, cd, double>;
-
-template <class T>
-wide_t<T> widen(T x) {
-    if constexpr (tessera::is_complex_v<T>)
-        return cd(x.real(), x.imag());
-    else
-        return static_cast<double>(x);
-}
-
-std::uint64_t fresh_seed() {
-    static std::mt19937_64 seeds(std::random_device{}());
-    return seeds();
-}
 
 // Walks every index of `extents` in row-major order.
 void for_each_index(const std::vector<std::size_t>& extents, const std::function<void(const std::vector<std::size_t>&)>& fn) {
@@ -84,27 +73,6 @@ T& at(const tensor_view<T>& v, const std::vector<std::size_t>& idx) {
     std::ptrdiff_t offset = 0;
     for (std::size_t a = 0; a < v.rank(); ++a) offset += static_cast<std::ptrdiff_t>(idx[a]) * v.stride(a);
     return v.data()[offset];
-}
-
-template <class T>
-void fill_random(const tensor_view<T>& v, std::mt19937_64& rng) {
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    std::vector<std::size_t> extents(v.shape().dims().begin(), v.shape().dims().end());
-    for_each_index(extents, [&](const std::vector<std::size_t>& idx) {
-        if constexpr (tessera::is_complex_v<T>) {
-            const double re = dist(rng);
-            at(v, idx) = T(static_cast<tessera::real_type_t<T>>(re), static_cast<tessera::real_type_t<T>>(dist(rng)));
-        } else {
-            at(v, idx) = static_cast<T>(dist(rng));
-        }
-    });
-}
-
-template <class T>
-tensor<T> random_tensor(session& s, const shape& sh, std::mt19937_64& rng) {
-    tensor<T> t = tessera::empty<T>(s, sh);
-    fill_random<T>(t.view(), rng);
-    return t;
 }
 
 shape shape_of(const std::vector<std::size_t>& dims) { return shape(std::span<const std::size_t>(dims)); }

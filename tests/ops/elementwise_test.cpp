@@ -5,6 +5,7 @@
 // compile time. A failure prints the seed; TESSERA_TEST_SEED=<seed> replays it.
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/random.hpp"
 
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
@@ -44,6 +45,7 @@ using tessera::session;
 using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
+using tessera::test::fresh_seed;
 using cf = std::complex<float>;
 using cd = std::complex<double>;
 using i32 = std::int32_t;
@@ -164,12 +166,6 @@ struct type_names {
 // ---------------------------------------------------------------------------------------------
 // Seeds, random values, index loops.
 
-std::uint64_t fresh_seed() {
-    if (const char* fixed = std::getenv("TESSERA_TEST_SEED"))
-        return std::strtoull(fixed, nullptr, 10);
-    std::random_device device;
-    return (std::uint64_t{device()} << 32) ^ device();
-}
 std::string seed_text(std::uint64_t seed) {
     return "seed " + std::to_string(seed) +
            " (replay with TESSERA_TEST_SEED=" + std::to_string(seed) + ")";

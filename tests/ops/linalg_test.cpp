@@ -3,6 +3,7 @@
 // failures (exceptions and the info form), bad input, dispatch counts and heap allocations.
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/random.hpp"
 
 #include <tessera/backend.hpp>
 #include <tessera/ops/linalg.hpp>
@@ -28,6 +29,7 @@ using tessera::session;
 using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
+using tessera::test::fresh_seed;
 
 template <class T>
 using real_t = tessera::real_type_t<T>;
@@ -51,8 +53,6 @@ template <class T>
 double tol(std::size_t n) {
     return 64.0 * static_cast<double>(n + 1) * eps<T>();
 }
-
-std::uint64_t fresh_seed() { return (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}(); }
 
 template <class T>
 T conj_of(T x) {

@@ -8,6 +8,7 @@
 #endif
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/random.hpp"
 
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
@@ -36,61 +37,18 @@ using tessera::session;
 using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
+using tessera::test::fill_random;
+using tessera::test::fresh_seed;
+using tessera::test::random_tensor;
+using tessera::test::wide_t;
+using tessera::test::widen;
 
 using cf = std::complex<float>;
 using cd = std::complex<double>;
 
-// The reference type: double for real T, complex<double> for complex T.
-template <class T>
-using wide_t = std::conditional_t<tessera::is_complex_v<T>, cd, double>;
-
-template <class T>
-wide_t<T> widen(T x) {
-    if constexpr (tessera::is_complex_v<T>)
-        return cd(x.real(), x.imag());
-    else
-        return static_cast<double>(x);
-}
-
 template <class T>
 constexpr double epsilon_of() {
     return static_cast<double>(std::numeric_limits<tessera::real_type_t<T>>::epsilon());
-}
-
-// Fresh inputs each run; the seed is printed with any failure.
-std::uint64_t fresh_seed() {
-    static std::mt19937_64 seeds(std::random_device{}());
-    return seeds();
-}
-
-template <class T>
-void fill_random(const tensor_view<T>& v, std::mt19937_64& rng) {
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    const std::size_t n = v.size();
-    // Walks the view in row-major order whatever its strides.
-    std::array<std::size_t, tessera::max_rank> index{};
-    for (std::size_t i = 0; i < n; ++i) {
-        std::ptrdiff_t offset = 0;
-        for (std::size_t ax = 0; ax < v.rank(); ++ax) offset += static_cast<std::ptrdiff_t>(index[ax]) * v.stride(ax);
-        if constexpr (tessera::is_complex_v<T>) {
-            const double re = dist(rng);
-            v.data()[offset] = T(static_cast<tessera::real_type_t<T>>(re),
-                                 static_cast<tessera::real_type_t<T>>(dist(rng)));
-        } else {
-            v.data()[offset] = static_cast<T>(dist(rng));
-        }
-        for (std::size_t ax = v.rank(); ax-- > 0;) {
-            if (++index[ax] < v.extent(ax)) break;
-            index[ax] = 0;
-        }
-    }
-}
-
-template <class T>
-tensor<T> random_tensor(session& s, const shape& sh, std::mt19937_64& rng) {
-    tensor<T> t = tessera::empty<T>(s, sh);
-    fill_random<T>(t.view(), rng);
-    return t;
 }
 
 // The element of `v` at the (right-aligned, broadcast) index `idx` of a larger shape.

@@ -19,6 +19,7 @@
 
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -28,6 +29,7 @@ using tessera::session;
 using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
+using tessera::test::fresh_seed;
 using tessera::test::allocation_scope;
 
 using cf = std::complex<float>;
@@ -54,10 +56,6 @@ cld widen(T x) {
         return cld(x.real(), x.imag());
     else
         return cld(static_cast<ld>(x), 0);
-}
-
-std::uint64_t fresh_seed() {
-    return std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
 }
 
 // Values in [-2, 2] (floating; both parts for complex) or [-5, 5] (integers).

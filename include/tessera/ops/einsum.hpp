@@ -28,21 +28,25 @@ namespace tessera {
 using einsum_step = detail::path_step;
 
 namespace detail {
-template <class T, class... Rest>
-inline constexpr bool same_element_types = (std::same_as<T, value_of_t<Rest>> && ...);
-
+/// The operands of a call as views; every one must have element type T (no promotion).
 template <class T, class... Ops>
 std::array<tensor_view<const T>, sizeof...(Ops)> einsum_views(const Ops&... ops) noexcept {
+    static_assert((std::same_as<T, value_of_t<Ops>> && ...),
+                  "einsum: every operand must have the same element type (float is not promoted to double)");
     return {as_view(ops)...};
 }
 
 struct einsum_plan_access;
 
+/// The common start of einsum and einsum_into: checks the thread, then finds the plan for `spec`
+/// and the operands' shapes (the workspace's slots, the backend's cache, else the planner).
 template <class T, std::size_t N>
-plan_key einsum_key(std::string_view spec, const std::array<tensor_view<const T>, N>& in,
-                    std::array<const shape*, N>& shapes, std::span<const path_step> path) noexcept {
+const einsum_program& einsum_program_for(session& s, std::string_view spec,
+                                         const std::array<tensor_view<const T>, N>& in) {
+    session_access::check_thread(s);
+    std::array<const shape*, N> shapes;
     for (std::size_t i = 0; i < N; ++i) shapes[i] = &in[i].shape();
-    return {spec, dtype_code<T>, shapes, path};
+    return *find_plan(s, {spec, dtype_code<T>, shapes, {}});
 }
 }  // namespace detail
 
@@ -71,12 +75,8 @@ plan_key einsum_key(std::string_view spec, const std::array<tensor_view<const T>
 template <tensor_like A, tensor_like... Rest, class T = value_of_t<A>>
     requires floating<T>
 tensor<T> einsum(session& s, std::string_view spec, const A& a, const Rest&... rest) {
-    static_assert(detail::same_element_types<T, Rest...>,
-                  "einsum: every operand must have the same element type (float is not promoted to double)");
-    detail::session_access::check_thread(s);
     const auto in = detail::einsum_views<T>(a, rest...);
-    std::array<const shape*, 1 + sizeof...(Rest)> shapes;
-    const detail::einsum_program& p = *detail::find_plan(s, detail::einsum_key<T>(spec, in, shapes, {}));
+    const detail::einsum_program& p = detail::einsum_program_for(s, spec, in);
     tensor<T> out = tensor<T>::uninitialized(s, p.result);
     detail::run_einsum<T>(s, p, in, out.view());
     return out;
@@ -90,12 +90,8 @@ template <tensor_like A, tensor_like... Rest, class T = value_of_t<A>>
     requires floating<T>
 void einsum_into(session& s, std::string_view spec, const std::type_identity_t<tensor_view<T>>& out, const A& a,
                  const Rest&... rest) {
-    static_assert(detail::same_element_types<T, Rest...>,
-                  "einsum: every operand must have the same element type (float is not promoted to double)");
-    detail::session_access::check_thread(s);
     const auto in = detail::einsum_views<T>(a, rest...);
-    std::array<const shape*, 1 + sizeof...(Rest)> shapes;
-    const detail::einsum_program& p = *detail::find_plan(s, detail::einsum_key<T>(spec, in, shapes, {}));
+    const detail::einsum_program& p = detail::einsum_program_for(s, spec, in);
     detail::check_einsum_out<T>(p, out, in);
     detail::run_einsum<T>(s, p, in, out);
 }
@@ -117,7 +113,6 @@ public:
     /// and shape_error for an operand whose shape is not the prepared one.
     template <tensor_like... Ops>
     tensor<T> operator()(session& s, const Ops&... ops) const {
-        static_assert(detail::same_element_types<T, Ops...>, "einsum: every operand must have the plan's element type");
         detail::session_access::check_thread(s);
         const auto in = detail::einsum_views<T>(ops...);
         check_operands(in);
@@ -130,7 +125,6 @@ public:
     /// operator(), plus out's shape and overlap, before anything is written.
     template <tensor_like... Ops>
     void into(session& s, const tensor_view<T>& out, const Ops&... ops) const {
-        static_assert(detail::same_element_types<T, Ops...>, "einsum: every operand must have the plan's element type");
         detail::session_access::check_thread(s);
         const auto in = detail::einsum_views<T>(ops...);
         check_operands(in);
