@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tessera/detail/backend_core.hpp>
+#include <tessera/detail/fork_join.hpp>
 #include <tessera/session.hpp>
 #include <tessera/stats.hpp>
 
@@ -142,7 +143,19 @@ public:
                 [&]() -> result { return session_access::open(core, kind, fn); });
         };
         if (kind == entry_kind::child) return isolated();
-        return arena->execute(isolated);
+        // With every slot taken, oneTBB may run the entry on an arena thread: the fork/join edges
+        // for ThreadSanitizer. They are the entry's first member, so that thread names them from
+        // the entry's address without reading anything first.
+        struct arena_entry {
+            detail::fork_join edges;
+            decltype(isolated)& body;
+            result operator()() {
+                detail::fork_join::piece in_arena(edges);
+                return body();
+            }
+        } entry{{}, isolated};
+        entry.edges.fork();
+        return arena->execute(entry);
     }
 
     /// Returns a snapshot of the counters (see tessera::stats). Thread-safe.

@@ -3,6 +3,7 @@
 // Includes oneTBB.
 #pragma once
 
+#include <tessera/detail/fork_join.hpp>
 #include <tessera/session.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -28,11 +29,14 @@ void parallel_range(session& s, std::size_t n, std::size_t grain, const Body& bo
         return;
     }
     ++counters.parallel_dispatches;
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                      [&](const tbb::blocked_range<std::size_t>& r) {
-                          chunk_scope in_chunk(core);
-                          body(r.begin(), r.end());
-                      });
+    fork_join edges;
+    const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
+        fork_join::piece in_piece(edges);
+        chunk_scope in_chunk(core);
+        body(r.begin(), r.end());
+    };
+    edges.fork();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk);
 }
 
 }  // namespace tessera::detail

@@ -59,6 +59,7 @@
 #include <ranges>
 #include <span>
 #include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/fork_join.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
@@ -722,8 +723,15 @@ struct leaf_range {
 
 /// The body of tbb::parallel_deterministic_reduce: each body reduces one leaf range with
 /// reduce_tree and joins run in the tree's order, so the result equals reduce_tree(0, n).
+/// Splits, runs and joins happen on whichever threads oneTBB picks, so each is a reduce_step: the
+/// first base enters before a split reads `other`, and each constructor leaves once its body is
+/// written. (Nothing at all without ThreadSanitizer.)
+struct entered_reduce_step {
+    entered_reduce_step() noexcept { reduce_step::enter(); }
+};
+
 template <class V, class Leaf, class Join>
-struct tree_body {
+struct tree_body : private entered_reduce_step {
     const Leaf* leaf;
     const Join* combine;
     const backend_core* core;
@@ -731,16 +739,22 @@ struct tree_body {
     bool engaged = false;
 
     tree_body(const Leaf& l, const Join& j, const backend_core& c) noexcept
-        : leaf(&l), combine(&j), core(&c) {}
+        : leaf(&l), combine(&j), core(&c) {
+        reduce_step::leave();
+    }
     tree_body(tree_body& other, tbb::split) noexcept
-        : leaf(other.leaf), combine(other.combine), core(other.core) {}
+        : leaf(other.leaf), combine(other.combine), core(other.core) {
+        reduce_step::leave();
+    }
     void operator()(const leaf_range& r) {
+        reduce_step step;
         chunk_scope in_chunk(*core);
         const V v = reduce_tree<V>(r.lo, r.hi, *leaf, *combine);
         value = engaged ? (*combine)(value, v) : v;
         engaged = true;
     }
     void join(tree_body& rhs) {
+        reduce_step step;
         if (!rhs.engaged) return;
         value = engaged ? (*combine)(value, rhs.value) : rhs.value;
         engaged = true;
@@ -1073,6 +1087,7 @@ private:
         tree_body<value_t<Tile>, decltype(leaf), decltype(join)> body(leaf, join, core);
         tbb::parallel_deterministic_reduce(leaf_range(0, leaves_, leaf_grain), body,
                                            tbb::simple_partitioner());
+        reduce_step::enter();  // the join edge: every step happens before what follows
         if constexpr (Tile) {
             for (std::size_t w = 0; w < at.width; ++w) {
                 const auto o = static_cast<std::ptrdiff_t>(w);
@@ -1105,21 +1120,26 @@ private:
             const std::size_t leaf_grain =
                 std::max<std::size_t>(1, grain / (leaf_size(Tile) * width));
             if (tiles == 1) return run_split<Tile>(0, leaf_grain, core);
-            tbb::parallel_for(tbb::blocked_range<std::size_t>(0, tiles, 1),
-                              [&](const tbb::blocked_range<std::size_t>& r) {
-                                  chunk_scope in_chunk(core);
-                                  for (std::size_t g = r.begin(); g != r.end(); ++g)
-                                      run_split<Tile>(g, leaf_grain, core);
-                              });
+            fork_join edges;
+            const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
+                fork_join::piece in_piece(edges);
+                chunk_scope in_chunk(core);
+                for (std::size_t g = r.begin(); g != r.end(); ++g) run_split<Tile>(g, leaf_grain, core);
+            };
+            edges.fork();
+            tbb::parallel_for(tbb::blocked_range<std::size_t>(0, tiles, 1), chunk);
             return;
         }
         const std::size_t per_group = n * (Tile ? std::min(columns_, p_.lane_extent) : 1);
+        fork_join edges;
+        const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
+            fork_join::piece in_piece(edges);
+            chunk_scope in_chunk(core);
+            for (std::size_t g = r.begin(); g != r.end(); ++g) run_serial(g);
+        };
+        edges.fork();
         tbb::parallel_for(
-            tbb::blocked_range<std::size_t>(0, groups, std::max<std::size_t>(1, grain / per_group)),
-            [&](const tbb::blocked_range<std::size_t>& r) {
-                chunk_scope in_chunk(core);
-                for (std::size_t g = r.begin(); g != r.end(); ++g) run_serial(g);
-            });
+            tbb::blocked_range<std::size_t>(0, groups, std::max<std::size_t>(1, grain / per_group)), chunk);
     }
 
     const reduction_plan<T, R>& p_;

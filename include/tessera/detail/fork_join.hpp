@@ -1,0 +1,90 @@
+// tessera/detail/fork_join.hpp - tells ThreadSanitizer about the ordering oneTBB guarantees when
+// tessera hands work to it. oneTBB's scheduler lives in libtbb, which is not built with TSan, so
+// TSan cannot see that a task runs after it was spawned or that parallel_for returns after its
+// chunks: every chunk's read of the caller's data would look like a race. Each place that hands
+// work to oneTBB (parallel_for, parallel_deterministic_reduce, task_arena::execute) annotates the
+// two edges oneTBB documents, and nothing more:
+//   fork: what the caller did before handing the work over happens before every piece of it;
+//   join: every piece happens before what the caller does after the hand-over returns.
+// Pieces are not ordered with each other, so a race between two chunks is still reported. What
+// these edges cannot cover is oneTBB's own bookkeeping after the fork (the copies of the function
+// object it puts into its tasks, its task and wait objects); tests/tsan.supp suppresses exactly
+// those, each with its reason. Without -fsanitize=thread everything here is empty and inline: no
+// cost.
+#pragma once
+
+#if defined(__SANITIZE_THREAD__)
+#define TESSERA_TSAN_ANNOTATIONS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TESSERA_TSAN_ANNOTATIONS 1
+#endif
+#endif
+
+#if defined(TESSERA_TSAN_ANNOTATIONS)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace tessera::detail {
+
+#if defined(TESSERA_TSAN_ANNOTATIONS)
+inline void tsan_release(void* point) noexcept { __tsan_release(point); }
+inline void tsan_acquire(void* point) noexcept { __tsan_acquire(point); }
+#else
+inline void tsan_release(void*) noexcept {}
+inline void tsan_acquire(void*) noexcept {}
+#endif
+
+/// The edges of one hand-over. The caller makes a fork_join, then the function object it hands
+/// over, calls fork() last, and keeps the fork_join in scope until the oneTBB call returns or
+/// throws (its destructor is the join); every piece of the work runs inside a fork_join::piece.
+class fork_join {
+public:
+    fork_join() noexcept = default;
+    ~fork_join() { tsan_acquire(&join_); }
+    /// The fork edge: everything this thread did so far happens before every piece.
+    void fork() noexcept { tsan_release(&fork_); }
+    fork_join(const fork_join&) = delete;
+    fork_join& operator=(const fork_join&) = delete;
+
+    /// One piece of the work: acquires the fork edge on entry, releases the join edge on exit
+    /// (also when the piece throws).
+    class piece {
+    public:
+        explicit piece(fork_join& f) noexcept : f_(f) { tsan_acquire(&f_.fork_); }
+        ~piece() { tsan_release(&f_.join_); }
+        piece(const piece&) = delete;
+        piece& operator=(const piece&) = delete;
+
+    private:
+        fork_join& f_;
+    };
+
+private:
+    // Only their addresses matter: they name the two synchronisation points for TSan.
+    char fork_ = 0;
+    char join_ = 0;
+};
+
+/// The steps of a reduction tree under oneTBB's parallel_deterministic_reduce: a body's split, run
+/// and join. A split or a join reads a body that another thread wrote, and the hand-over between
+/// them happens inside oneTBB, so for ThreadSanitizer every step enters and leaves one
+/// process-wide point: enter() acquires it, leave() releases it. This is coarser than fork_join (it
+/// also orders unrelated reductions with each other), which costs little: a step writes only its
+/// own body. The caller's fork is the root body's construction (a step), its join an enter()
+/// after the reduce returns.
+class reduce_step {
+public:
+    reduce_step() noexcept { enter(); }
+    ~reduce_step() { leave(); }
+    reduce_step(const reduce_step&) = delete;
+    reduce_step& operator=(const reduce_step&) = delete;
+
+    static void enter() noexcept { tsan_acquire(&point_); }
+    static void leave() noexcept { tsan_release(&point_); }
+
+private:
+    static inline char point_ = 0;
+};
+
+}  // namespace tessera::detail
