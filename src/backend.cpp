@@ -153,7 +153,7 @@ block_header* backend_core::refill(unsigned size_class, workspace& w, session_co
     if (!reserve(bytes)) {
         make_room(bytes, w, c);
         if (!reserve(bytes)) {
-            // What the cap allows is all lent out: serve it from the heap, unpooled, so it goes
+            // Trimming could not make room: serve it from the heap, unpooled, so it goes
             // straight back when freed.
             ++c.pool_bypasses;
             return heap_allocate_block(size_class, 0);

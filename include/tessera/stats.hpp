@@ -31,8 +31,8 @@ struct stats {
     std::uint64_t pool_misses = 0;          ///< blocks that had to come from the heap
     std::uint64_t pool_trims = 0;           ///< idle blocks freed to make room under the cap
                                             ///< (backend_options::retained_bytes_cap)
-    std::uint64_t pool_bypasses = 0;        ///< blocks served unpooled: what the cap allows was
-                                            ///< all lent out (freed straight to the heap later)
+    std::uint64_t pool_bypasses = 0;        ///< blocks served unpooled: trimming idle blocks could
+                                            ///< not make room (freed straight to the heap later)
     std::uint64_t plan_cache_hits = 0;      ///< einsum calls and prepares that found their plan
     std::uint64_t plan_cache_misses = 0;    ///< einsum calls and prepares that had to plan
     std::uint64_t plan_cache_evictions = 0; ///< plans dropped from the backend's full plan cache

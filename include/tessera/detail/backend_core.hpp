@@ -72,7 +72,7 @@ public:
     /// Serves a block of `size_class` when the session's workspace `w` has none free: from the
     /// shared pool, else the heap. A heap block that would take the pool past retained_bytes_cap
     /// first trims idle blocks (w's own, then the shared pool's, then idle workspaces'); only when
-    /// what the cap allows is all lent out is the block served unpooled.
+    /// that cannot make room is the block served unpooled.
     block_header* refill(unsigned size_class, workspace& w, session_counters& c);
 
     /// Takes a block freed outside any session of this backend (caller holds the registry lock).

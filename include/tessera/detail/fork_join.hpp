@@ -69,10 +69,11 @@ private:
 /// The steps of a reduction tree under oneTBB's parallel_deterministic_reduce: a body's split, run
 /// and join. A split or a join reads a body that another thread wrote, and the hand-over between
 /// them happens inside oneTBB, so for ThreadSanitizer every step enters and leaves one
-/// process-wide point: enter() acquires it, leave() releases it. This is coarser than fork_join (it
-/// also orders unrelated reductions with each other), which costs little: a step writes only its
-/// own body. The caller's fork is the root body's construction (a step), its join an enter()
-/// after the reduce returns.
+/// process-wide point: enter() acquires it, leave() releases it. (A split constructor has no way
+/// to name a per-reduction point before it reads the body it splits.) This is coarser than
+/// fork_join: it orders the tree steps of all reductions with each other, so a race between two
+/// reductions' trees would go unreported; races in chunks and everywhere else still are. The
+/// caller's fork is the root body's construction (a step), its join a `joined` around the reduce.
 class reduce_step {
 public:
     reduce_step() noexcept { enter(); }
@@ -82,6 +83,14 @@ public:
 
     static void enter() noexcept { tsan_acquire(&point_); }
     static void leave() noexcept { tsan_release(&point_); }
+
+    /// The caller's join edge: enters when the scope ends, also by an exception.
+    struct joined {
+        joined() noexcept = default;
+        ~joined() { enter(); }
+        joined(const joined&) = delete;
+        joined& operator=(const joined&) = delete;
+    };
 
 private:
     static inline char point_ = 0;

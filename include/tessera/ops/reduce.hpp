@@ -1085,9 +1085,11 @@ private:
         const auto leaf = leaf_of<Tile>(at);
         const auto join = joiner<Tile>();
         tree_body<value_t<Tile>, decltype(leaf), decltype(join)> body(leaf, join, core);
-        tbb::parallel_deterministic_reduce(leaf_range(0, leaves_, leaf_grain), body,
-                                           tbb::simple_partitioner());
-        reduce_step::enter();  // the join edge: every step happens before what follows
+        {
+            const reduce_step::joined after;  // the join edge, also when a step throws
+            tbb::parallel_deterministic_reduce(leaf_range(0, leaves_, leaf_grain), body,
+                                               tbb::simple_partitioner());
+        }
         if constexpr (Tile) {
             for (std::size_t w = 0; w < at.width; ++w) {
                 const auto o = static_cast<std::ptrdiff_t>(w);
