@@ -13,6 +13,21 @@
 
 namespace tessera::detail {
 
+/// Calls `body(begin, end)` over [0, n) with tbb::parallel_for (ranges halved while they hold
+/// more than `grain` items), each chunk marked as `core`'s (chunk_scope) and given its fork/join
+/// edges for ThreadSanitizer. The one place tessera's ops fan out; callers count the dispatch.
+template <class Body>
+void fan_out(const backend_core& core, std::size_t n, std::size_t grain, const Body& body) {
+    fork_join edges;
+    const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
+        fork_join::piece in_piece(edges);
+        chunk_scope in_chunk(core);
+        body(r.begin(), r.end());
+    };
+    edges.fork();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk);
+}
+
 /// Calls `body(begin, end)` over [0, n): inline when the session is serial (a one-thread backend's,
 /// or one opened inside another backend's work; session_access::arena is null) or n is at most
 /// `grain` (nothing is woken), else across the arena with tbb::parallel_for, which halves a range
@@ -29,14 +44,7 @@ void parallel_range(session& s, std::size_t n, std::size_t grain, const Body& bo
         return;
     }
     ++counters.parallel_dispatches;
-    fork_join edges;
-    const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
-        fork_join::piece in_piece(edges);
-        chunk_scope in_chunk(core);
-        body(r.begin(), r.end());
-    };
-    edges.fork();
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk);
+    fan_out(core, n, grain, body);
 }
 
 }  // namespace tessera::detail

@@ -41,8 +41,6 @@
 // non-empty reduction for max/min/argmax/argmin. Messages name the op.
 #pragma once
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
 #include <algorithm>
@@ -721,15 +719,16 @@ struct leaf_range {
     bool is_divisible() const noexcept { return hi - lo > grain; }
 };
 
+/// Enters a reduce_step on construction, before any member of the derived object is initialised.
+struct entered_reduce_step {
+    entered_reduce_step() noexcept { reduce_step::enter(); }
+};
+
 /// The body of tbb::parallel_deterministic_reduce: each body reduces one leaf range with
 /// reduce_tree and joins run in the tree's order, so the result equals reduce_tree(0, n).
 /// Splits, runs and joins happen on whichever threads oneTBB picks, so each is a reduce_step: the
 /// first base enters before a split reads `other`, and each constructor leaves once its body is
 /// written. (Nothing at all without ThreadSanitizer.)
-struct entered_reduce_step {
-    entered_reduce_step() noexcept { reduce_step::enter(); }
-};
-
 template <class V, class Leaf, class Join>
 struct tree_body : private entered_reduce_step {
     const Leaf* leaf;
@@ -1122,26 +1121,15 @@ private:
             const std::size_t leaf_grain =
                 std::max<std::size_t>(1, grain / (leaf_size(Tile) * width));
             if (tiles == 1) return run_split<Tile>(0, leaf_grain, core);
-            fork_join edges;
-            const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
-                fork_join::piece in_piece(edges);
-                chunk_scope in_chunk(core);
-                for (std::size_t g = r.begin(); g != r.end(); ++g) run_split<Tile>(g, leaf_grain, core);
-            };
-            edges.fork();
-            tbb::parallel_for(tbb::blocked_range<std::size_t>(0, tiles, 1), chunk);
+            fan_out(core, tiles, 1, [&](std::size_t begin, std::size_t end) {
+                for (std::size_t g = begin; g != end; ++g) run_split<Tile>(g, leaf_grain, core);
+            });
             return;
         }
         const std::size_t per_group = n * (Tile ? std::min(columns_, p_.lane_extent) : 1);
-        fork_join edges;
-        const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
-            fork_join::piece in_piece(edges);
-            chunk_scope in_chunk(core);
-            for (std::size_t g = r.begin(); g != r.end(); ++g) run_serial(g);
-        };
-        edges.fork();
-        tbb::parallel_for(
-            tbb::blocked_range<std::size_t>(0, groups, std::max<std::size_t>(1, grain / per_group)), chunk);
+        fan_out(core, groups, std::max<std::size_t>(1, grain / per_group), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t g = begin; g != end; ++g) run_serial(g);
+        });
     }
 
     const reduction_plan<T, R>& p_;
