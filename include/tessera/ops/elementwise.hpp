@@ -110,8 +110,22 @@ struct add_fn { template <class T> T operator()(T x, T y) const { return x + y; 
 struct sub_fn { template <class T> T operator()(T x, T y) const { return x - y; } };
 struct mul_fn { template <class T> T operator()(T x, T y) const { return x * y; } };
 struct div_fn { template <class T> T operator()(T x, T y) const { return x / y; } };
-struct maximum_fn { template <class T> T operator()(T x, T y) const { return x < y ? y : x; } };
-struct minimum_fn { template <class T> T operator()(T x, T y) const { return y < x ? y : x; } };
+// NumPy's rules: maximum/minimum propagate a NaN from either side (a NaN in `x` is kept because
+// every comparison with it is false); fmax/fmin return the other operand when exactly one is NaN.
+// A tie (0.0 and -0.0 included) gives x. Branch-free selects, so loops vectorise (`y != y` is a
+// NaN test that folds away for integers).
+struct maximum_fn {
+    template <class T> T operator()(T x, T y) const { return (x < y) | (y != y) ? y : x; }
+};
+struct minimum_fn {
+    template <class T> T operator()(T x, T y) const { return (y < x) | (y != y) ? y : x; }
+};
+struct fmax_fn {
+    template <class T> T operator()(T x, T y) const { return (x < y) | (x != x) ? y : x; }
+};
+struct fmin_fn {
+    template <class T> T operator()(T x, T y) const { return (y < x) | (x != x) ? y : x; }
+};
 struct pow_fn {
     template <class T>
     T operator()(T x, T y) const {
@@ -142,7 +156,9 @@ struct neg_fn { template <class T> T operator()(T x) const { return -x; } };
 struct abs_fn {
     template <class T>
     real_type_t<T> operator()(T x) const {
-        if constexpr (is_complex_v<T>) return std::abs(x);
+        // std::abs clears the sign bit of a float, so abs(-0.0) is +0.0 (a compare-and-negate
+        // would keep -0.0); integers keep the compare.
+        if constexpr (is_complex_v<T> || std::is_floating_point_v<T>) return std::abs(x);
         else return x < T{0} ? -x : x;
     }
 };
@@ -184,12 +200,17 @@ inline constexpr detail::binary_op<detail::sub_fn, detail::is_numeric> sub{"sub"
 inline constexpr detail::binary_op<detail::mul_fn, detail::is_numeric> mul{"mul"};
 /// a / b (numeric types; integer division truncates, and dividing by an integer 0 is undefined).
 inline constexpr detail::binary_op<detail::div_fn, detail::is_numeric> div{"div"};
-/// The larger of a and b (real types): b where a < b, else a. So a NaN in `a` propagates, a NaN
-/// in `b` is ignored, and a tie (0.0 and -0.0 included) gives a.
+/// The larger of a and b (real types), as NumPy's `maximum`: a NaN in either operand gives NaN
+/// (the NaN of `a` when both are), and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::maximum_fn, detail::is_real_numeric> maximum{"maximum"};
-/// The smaller of a and b (real types): b where b < a, else a. So a NaN in `a` propagates, a NaN
-/// in `b` is ignored, and a tie (0.0 and -0.0 included) gives a.
+/// The smaller of a and b (real types), as NumPy's `minimum`: a NaN in either operand gives NaN,
+/// and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::minimum_fn, detail::is_real_numeric> minimum{"minimum"};
+/// The larger of a and b ignoring NaN (real types), as NumPy's `fmax`: where one operand is NaN
+/// the other is returned, NaN only where both are; a tie gives a.
+inline constexpr detail::binary_op<detail::fmax_fn, detail::is_real_numeric> fmax{"fmax"};
+/// The smaller of a and b ignoring NaN (real types), as NumPy's `fmin`.
+inline constexpr detail::binary_op<detail::fmin_fn, detail::is_real_numeric> fmin{"fmin"};
 /// a raised to b (numeric types; integers by repeated squaring).
 inline constexpr detail::binary_op<detail::pow_fn, detail::is_numeric, detail::cost::transcendental>
     pow{"pow"};
@@ -249,11 +270,10 @@ inline constexpr detail::unary_op<detail::real_fn, detail::is_complex_numeric> r
 inline constexpr detail::unary_op<detail::imag_fn, detail::is_complex_numeric> imag{"imag"};
 
 namespace detail {
-// min(max(x, low), high), exactly as documented, also when low > high.
+// minimum(maximum(x, low), high), exactly as documented, also when low > high or a bound is NaN.
 template <class T>
 constexpr T clamp_value(T x, T low, T high) noexcept {
-    const T at_least_low = x < low ? low : x;
-    return high < at_least_low ? high : at_least_low;
+    return minimum_fn{}(maximum_fn{}(x, low), high);
 }
 }  // namespace detail
 
