@@ -22,6 +22,10 @@ void throw_rank_too_large(std::size_t rank) {
     throw shape_error(fmt::format("shape: rank {} exceeds the maximum rank {}", rank, max_rank));
 }
 
+void throw_negative_extent(std::size_t axis, const any_integer& extent) {
+    throw shape_error(fmt::format("shape: extent -{} of axis {} is negative", extent.magnitude(), axis));
+}
+
 void throw_count_overflow(std::span<const std::size_t> dims) {
     throw shape_error(
         fmt::format("shape: the element count of {} overflows std::size_t", to_text(dims)));

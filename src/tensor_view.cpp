@@ -10,8 +10,12 @@ namespace {
 std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
 }  // namespace
 
-void throw_axis_out_of_range(const char* op, std::ptrdiff_t axis, std::size_t rank) {
-    throw shape_error(fmt::format("{}: axis {} is out of range for rank {}", op, axis, rank));
+void throw_axis_out_of_range(const char* op, const any_integer& axis, std::size_t rank) {
+    throw shape_error(fmt::format("{}: axis {}{} is out of range for rank {}", op,
+                                  axis.negative() ? "-" : "", axis.magnitude(), rank));
+}
+void throw_all_axes_not_accepted(const char* op) {
+    throw shape_error(fmt::format("{}: takes a list of axes, not tessera::all_axes", op));
 }
 void throw_duplicate_axis(const char* op, std::size_t axis) {
     throw shape_error(fmt::format("{}: axis {} appears more than once", op, axis));

@@ -1,9 +1,12 @@
 // tensor<T>: makers, moves, and lifetime beyond the session and the backend.
+#include "support/alloc_counter.hpp"
+
 #include <tessera/tessera.hpp>
 
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <thread>
 
 namespace {
@@ -92,6 +95,48 @@ TEST(TensorTest, FreedInAnotherBackendsSessionGoesToItsOwnBackend) {
     b.run([&](session&) { t = tessera::tensor<float>{}; });
     EXPECT_EQ(b.stats().bytes_retained, 0u);
     EXPECT_EQ(a.stats().bytes_retained, 64u);
+}
+
+TEST(TensorTest, ReshapeTakesOverTheBlockWithoutCopyOrAllocation) {
+    backend be{backend_options{}.with_threads(1)};
+    be.run([](session& s) {
+        tessera::tensor<float> t = tessera::arange<float>(s, 0, 6);
+        const float* data = t.data();
+        tessera::tensor<float> m;
+        {
+            tessera::test::allocation_scope heap;
+            m = std::move(t).reshape({2, 3});
+            EXPECT_EQ(heap.count(), 0u);
+        }
+        EXPECT_EQ(m.shape(), (tessera::shape{2, 3}));
+        EXPECT_EQ(m.data(), data);
+        EXPECT_EQ(m(1, 2), 5.0f);
+        EXPECT_EQ(t.data(), nullptr);  // moved from
+        // [1, 1] to a scalar, the case that needed contiguous(s, t.view().reshape({})) before.
+        tessera::tensor<float> one = tessera::full<float>(s, {1, 1}, 4.0f);
+        const tessera::tensor<float> scalar = std::move(one).reshape({});
+        EXPECT_EQ(scalar.rank(), 0u);
+        EXPECT_EQ(scalar.values()[0], 4.0f);
+    });
+}
+
+TEST(TensorTest, ReshapeToAnotherCountIsAShapeErrorAndKeepsTheTensor) {
+    backend be{backend_options{}.with_threads(1)};
+    be.run([](session& s) {
+        tessera::tensor<double> t = tessera::full<double>(s, {2, 3}, 1.0);
+        const double* data = t.data();
+        try {
+            (void)std::move(t).reshape({4, 2});
+            ADD_FAILURE() << "no shape_error";
+        } catch (const tessera::shape_error& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find("reshape"), std::string::npos) << what;
+            EXPECT_NE(what.find("[2,3]"), std::string::npos) << what;
+            EXPECT_NE(what.find("[4,2]"), std::string::npos) << what;
+        }
+        EXPECT_EQ(t.shape(), (tessera::shape{2, 3}));
+        EXPECT_EQ(t.data(), data);
+    });
 }
 
 TEST(TensorTest, RankAboveEightIsAShapeError) {

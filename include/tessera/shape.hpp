@@ -1,10 +1,15 @@
-// tessera/shape.hpp - tessera::shape, the extents of a tensor: rank 0..8, stored inline.
+// tessera/shape.hpp - tessera::shape, the extents of a tensor (rank 0..8, stored inline), and
+// tessera::axis_list, the axes an op works on. Both take integers of any type through any_integer.
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <ranges>
 #include <span>
+#include <type_traits>
 
 namespace tessera {
 
@@ -12,11 +17,52 @@ namespace tessera {
 inline constexpr std::size_t max_rank = 8;
 
 class shape;
+class any_integer;
 
 namespace detail {
 [[noreturn]] void throw_rank_too_large(std::size_t rank);
 [[noreturn]] void throw_count_overflow(std::span<const std::size_t> dims);
+[[noreturn]] void throw_negative_extent(std::size_t axis, const any_integer& extent);
 }  // namespace detail
+
+/// An integer of any type but bool (int, long, std::size_t, ...), kept exactly as sign and
+/// magnitude. Shapes and axis lists take their elements as any_integer, so a caller's own integer
+/// type works in a braced list or a container, and a negative extent or an out-of-range axis is
+/// reported as a shape_error instead of wrapping around.
+class any_integer {
+public:
+    /// Holds 0.
+    constexpr any_integer() noexcept = default;
+    /// Holds `value` exactly.
+    template <std::integral I>
+        requires(!std::same_as<I, bool>)
+    constexpr any_integer(I value) noexcept {  // NOLINT(google-explicit-constructor): by design
+        if constexpr (std::is_signed_v<I>) {
+            negative_ = value < 0;
+            // Negate in unsigned arithmetic: well defined for the most negative value too.
+            magnitude_ = negative_ ? std::uintmax_t{0} - static_cast<std::uintmax_t>(value)
+                                   : static_cast<std::uintmax_t>(value);
+        } else {
+            magnitude_ = static_cast<std::uintmax_t>(value);
+        }
+    }
+
+    /// Returns true for a value below zero.
+    constexpr bool negative() const noexcept { return negative_; }
+    /// Returns |value|.
+    constexpr std::uintmax_t magnitude() const noexcept { return magnitude_; }
+
+private:
+    std::uintmax_t magnitude_ = 0;
+    bool negative_ = false;
+};
+
+/// A sized range whose elements are integers of any type but bool (std::vector<int>,
+/// std::array<std::size_t, N>, std::span<const long>, ...).
+template <class R>
+concept integer_range = std::ranges::sized_range<const R&> &&
+                        std::integral<std::ranges::range_value_t<const R&>> &&
+                        !std::same_as<std::ranges::range_value_t<const R&>, bool>;
 
 /// Extents of a dense tensor, rank 0 (a scalar) to max_rank, with the element count precomputed.
 /// Never allocates.
@@ -24,21 +70,31 @@ class shape {
 public:
     /// Builds the rank-0 shape of a scalar (one element).
     constexpr shape() noexcept = default;
-    /// Builds a shape from extents; throws shape_error if the rank exceeds max_rank or the element
-    /// count overflows std::size_t.
-    shape(std::initializer_list<std::size_t> dims) : shape(std::span(dims.begin(), dims.size())) {}
-    /// Builds a shape from extents; throws shape_error as above.
-    explicit shape(std::span<const std::size_t> dims) {
+    /// Builds a shape from extents of any integer type (`{2, 3}`, `{rows, cols}`); throws
+    /// shape_error for a negative extent, a rank above max_rank, or an element count that
+    /// overflows std::size_t.
+    shape(std::initializer_list<any_integer> dims) {
         if (dims.size() > max_rank) detail::throw_rank_too_large(dims.size());
-        rank_ = dims.size();
-        std::size_t count = 1;
-        bool overflow = false;
-        for (std::size_t i = 0; i < rank_; ++i) {
-            dims_[i] = dims[i];
-            overflow |= __builtin_mul_overflow(count, dims[i], &count);
+        std::size_t i = 0;
+        for (const any_integer& d : dims) {
+            if (d.negative()) detail::throw_negative_extent(i, d);
+            dims_[i++] = static_cast<std::size_t>(d.magnitude());
         }
-        if (overflow && count_zero_free(dims)) detail::throw_count_overflow(dims);
-        count_ = overflow ? 0 : count;
+        set_count(dims.size());
+    }
+    /// Builds a shape from a sized range of extents of any integer type (std::vector<int>,
+    /// std::span<const std::size_t>, ...); throws shape_error as above.
+    template <integer_range R>
+    explicit shape(const R& dims) {
+        const std::size_t rank = std::ranges::size(dims);
+        if (rank > max_rank) detail::throw_rank_too_large(rank);
+        std::size_t i = 0;
+        for (const auto d : dims) {
+            if constexpr (std::is_signed_v<decltype(d)>)
+                if (d < 0) detail::throw_negative_extent(i, d);
+            dims_[i++] = static_cast<std::size_t>(d);
+        }
+        set_count(rank);
     }
 
     /// Builds a shape whose rank and element count the caller already knows to be valid (a
@@ -90,16 +146,76 @@ public:
     }
 
 private:
-    // A product that overflowed is still valid when a later extent is zero: the count is 0.
-    static constexpr bool count_zero_free(std::span<const std::size_t> dims) noexcept {
-        for (std::size_t d : dims)
-            if (d == 0) return false;
-        return true;
+    // Sets rank_ and count_ from the first `rank` extents. A product that overflowed is still valid
+    // when a later extent is zero: the count is 0.
+    void set_count(std::size_t rank) {
+        rank_ = rank;
+        std::size_t count = 1;
+        bool overflow = false, zero = false;
+        for (std::size_t i = 0; i < rank_; ++i) {
+            overflow |= __builtin_mul_overflow(count, dims_[i], &count);
+            zero |= dims_[i] == 0;
+        }
+        if (overflow && !zero) detail::throw_count_overflow(dims());
+        count_ = overflow ? 0 : count;
     }
 
     std::array<std::size_t, max_rank> dims_{};
     std::size_t rank_ = 0;
     std::size_t count_ = 1;
+};
+
+/// Selects every axis: `tessera::sum(s, a, tessera::all_axes, true, out)`.
+struct all_axes_t {
+    explicit constexpr all_axes_t() = default;
+};
+/// Selects every axis (reductions).
+inline constexpr all_axes_t all_axes{};
+
+/// The axes an op works on: a braced list (`{0, -1}`), one axis (`1`), a sized range of any
+/// integer type (std::vector<int>, std::array<std::size_t, N>, std::span<const long>), or
+/// tessera::all_axes where an op takes it (reductions).
+///
+/// Negative axes count from the end. Holds a copy of up to max_rank axes; never allocates and
+/// never throws: the op that receives the list checks it (in range, distinct, at most max_rank,
+/// all_axes accepted) and throws shape_error naming itself.
+class axis_list {
+public:
+    /// Holds the listed axes (`{0, -1}`; `{}` is an empty list).
+    constexpr axis_list(std::initializer_list<any_integer> axes) noexcept : given_(axes.size()) {
+        std::size_t i = 0;
+        for (const any_integer& a : axes)
+            if (i < max_rank) axes_[i++] = a;
+    }
+    /// Holds a copy of the axes of a sized range of integers.
+    template <integer_range R>
+    constexpr axis_list(const R& axes) noexcept : given_(std::ranges::size(axes)) {
+        std::size_t i = 0;
+        for (const auto a : axes)
+            if (i < max_rank) axes_[i++] = any_integer(a);
+    }
+    /// Holds one axis.
+    template <std::integral I>
+        requires(!std::same_as<I, bool>)
+    constexpr axis_list(I axis) noexcept : given_(1) {
+        axes_[0] = any_integer(axis);
+    }
+    /// Selects every axis (tessera::all_axes); for a rank-0 input that is the one element.
+    constexpr axis_list(all_axes_t) noexcept : all_(true) {}
+
+    /// Returns true for tessera::all_axes.
+    constexpr bool all() const noexcept { return all_; }
+    /// Returns how many axes were given (may exceed max_rank; only the first max_rank are kept).
+    constexpr std::size_t given() const noexcept { return given_; }
+    /// Returns the axes kept (the first min(given(), max_rank)), as the caller wrote them.
+    constexpr std::span<const any_integer> values() const noexcept {
+        return {axes_.data(), given_ < max_rank ? given_ : max_rank};
+    }
+
+private:
+    std::array<any_integer, max_rank> axes_{};
+    std::size_t given_ = 0;
+    bool all_ = false;
 };
 
 }  // namespace tessera

@@ -110,6 +110,17 @@ public:
         return view()(index...);
     }
 
+    /// Returns this tensor with new extents of the same element count, taking over its block: no
+    /// copy, no allocation (`auto scalar = tessera::sum(s, a, {0, 1}, true).reshape({})`, or
+    /// `std::move(t).reshape({rows, cols})`). Throws shape_error naming both shapes when the
+    /// counts differ, and then leaves this tensor unchanged.
+    tensor reshape(const tessera::shape& to) && {
+        if (to.count() != size()) detail::throw_reshape_count(shape_, to);
+        tensor t(std::move(*this));
+        t.shape_ = to;
+        return t;
+    }
+
     /// Allocates an uninitialised tensor of `shape` from the session's workspace.
     static tensor uninitialized(session& s, const tessera::shape& shape) {
         detail::session_access::check_thread(s);

@@ -38,7 +38,8 @@ constexpr stride_array row_major_strides(const shape& s) noexcept {
 inline constexpr std::ptrdiff_t slice_end = std::numeric_limits<std::ptrdiff_t>::max();
 
 namespace detail {
-[[noreturn]] void throw_axis_out_of_range(const char* op, std::ptrdiff_t axis, std::size_t rank);
+[[noreturn]] void throw_axis_out_of_range(const char* op, const any_integer& axis, std::size_t rank);
+[[noreturn]] void throw_all_axes_not_accepted(const char* op);
 [[noreturn]] void throw_duplicate_axis(const char* op, std::size_t axis);
 [[noreturn]] void throw_permutation_size(const char* op, std::size_t given, std::size_t rank);
 [[noreturn]] void throw_strides_size(std::size_t given, std::size_t rank);
@@ -56,6 +57,12 @@ inline std::size_t normalize_axis(const char* op, std::ptrdiff_t axis, std::size
     const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(rank);
     if (axis < -r || axis >= r) throw_axis_out_of_range(op, axis, rank);
     return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+/// The same for an axis of any integer type, as an axis_list holds it.
+inline std::size_t normalize_axis(const char* op, const any_integer& axis, std::size_t rank) {
+    const std::uintmax_t m = axis.magnitude();
+    if (axis.negative() ? m > rank : m >= rank) throw_axis_out_of_range(op, axis, rank);
+    return static_cast<std::size_t>(axis.negative() ? rank - m : m);
 }
 
 /// Computes the strides of a view of extents `to` over the same elements as (`from`, `strides`)
@@ -169,24 +176,21 @@ public:
         std::swap(axes[a], axes[b]);
         return permuted(axes);
     }
-    /// Reorders the axes: axis i of the result is axis `axes[i]` of this view.
-    tensor_view permute(std::span<const std::ptrdiff_t> axes) const {
-        if (axes.size() != rank()) detail::throw_permutation_size("permute", axes.size(), rank());
+    /// Reorders the axes: axis i of the result is axis `axes[i]` of this view (negative axes count
+    /// from the end; `{1, 0}`, or a std::vector of any integer type). Throws shape_error unless
+    /// `axes` names every axis exactly once (tessera::all_axes is not a permutation).
+    tensor_view permute(const axis_list& axes) const {
+        if (axes.all()) detail::throw_all_axes_not_accepted("permute");
+        if (axes.given() != rank()) detail::throw_permutation_size("permute", axes.given(), rank());
         std::array<bool, max_rank> seen{};
         std::array<std::size_t, max_rank> normalized{};
         for (std::size_t i = 0; i < rank(); ++i) {
-            const std::size_t a = detail::normalize_axis("permute", axes[i], rank());
+            const std::size_t a = detail::normalize_axis("permute", axes.values()[i], rank());
             if (seen[a]) detail::throw_duplicate_axis("permute", a);
             seen[a] = true;
             normalized[i] = a;
         }
         return permuted(normalized);
-    }
-    /// Reorders the axes as the span overload does: axis i of the result is axis `axes[i]` of this
-    /// view (negative axes count from the end). Throws shape_error unless `axes` names every axis
-    /// exactly once.
-    tensor_view permute(std::initializer_list<std::ptrdiff_t> axes) const {
-        return permute(std::span<const std::ptrdiff_t>(axes.begin(), axes.size()));
     }
 
     /// Keeps elements start, start+step, ... before stop along `axis`, with Python semantics:

@@ -543,16 +543,17 @@ struct contraction {
     std::size_t m = 1, k = 1, n = 1;
 };
 
-inline contraction plan_contraction(const shape& a, const shape& b, std::span<const std::ptrdiff_t> axes_a,
-                                    std::span<const std::ptrdiff_t> axes_b) {
-    if (axes_a.size() != axes_b.size()) throw_tensordot_axis_count(axes_a.size(), axes_b.size());
+inline contraction plan_contraction(const shape& a, const shape& b, const axis_list& axes_a,
+                                    const axis_list& axes_b) {
+    if (axes_a.all() || axes_b.all()) throw_all_axes_not_accepted("tensordot");
+    if (axes_a.given() != axes_b.given()) throw_tensordot_axis_count(axes_a.given(), axes_b.given());
     contraction p;
     std::array<bool, max_rank> used_a{}, used_b{};
-    const std::size_t pairs = axes_a.size();
-    if (pairs > a.rank() || pairs > b.rank()) throw_tensordot_axis_count(axes_a.size(), axes_b.size());
+    const std::size_t pairs = axes_a.given();
+    if (pairs > a.rank() || pairs > b.rank()) throw_tensordot_axis_count(axes_a.given(), axes_b.given());
     for (std::size_t i = 0; i < pairs; ++i) {
-        const std::size_t x = normalize_axis("tensordot", axes_a[i], a.rank());
-        const std::size_t y = normalize_axis("tensordot", axes_b[i], b.rank());
+        const std::size_t x = normalize_axis("tensordot", axes_a.values()[i], a.rank());
+        const std::size_t y = normalize_axis("tensordot", axes_b.values()[i], b.rank());
         if (used_a[x]) throw_duplicate_axis("tensordot", x);
         if (used_b[y]) throw_duplicate_axis("tensordot", y);
         if (a[x] != b[y]) throw_tensordot_extent(x, y, a, b);
@@ -583,9 +584,7 @@ inline contraction plan_contraction(const shape& a, const shape& b, std::span<co
 
 template <class T>
 tensor_view<const T> permuted(const tensor_view<const T>& v, const std::array<std::size_t, max_rank>& perm) {
-    std::array<std::ptrdiff_t, max_rank> axes{};
-    for (std::size_t i = 0; i < v.rank(); ++i) axes[i] = static_cast<std::ptrdiff_t>(perm[i]);
-    return v.permute(std::span<const std::ptrdiff_t>(axes.data(), v.rank()));
+    return v.permute(std::span<const std::size_t>(perm.data(), v.rank()));
 }
 
 /// out = tensordot(a, b) for a planned contraction; `out` has the result shape.

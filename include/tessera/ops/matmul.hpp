@@ -112,14 +112,16 @@ void batched_matmul(session& s, const A& a, const B& b, const std::type_identity
 }
 
 /// Returns the contraction of a and b over the axis pairs (axes_a[i], axes_b[i]), as NumPy's
-/// tensordot: the result's axes are a's remaining axes, then b's, in order. Negative axes count
-/// from the end. Throws shape_error for unequal axis counts, repeated or out-of-range axes,
-/// extents that differ, or a result of rank above 8. Runs as one matrix product (copying an
-/// operand into the workspace only when its permuted axes cannot be viewed as a matrix).
+/// tensordot: the result's axes are a's remaining axes, then b's, in order. Axis lists are braced
+/// lists (`tensordot(s, a, b, {1}, {0})`) or ranges of any integer type; negative axes count from
+/// the end. Throws shape_error for unequal axis counts, repeated or out-of-range axes, extents
+/// that differ, tessera::all_axes, or a result of rank above 8. Runs as one matrix product
+/// (copying an operand into the workspace only when its permuted axes cannot be viewed as a
+/// matrix).
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
-tensor<T> tensordot(session& s, const A& a, const B& b, std::span<const std::ptrdiff_t> axes_a,
-                    std::span<const std::ptrdiff_t> axes_b) {
+tensor<T> tensordot(session& s, const A& a, const B& b, const axis_list& axes_a,
+                    const axis_list& axes_b) {
     detail::session_access::check_thread(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
@@ -128,22 +130,13 @@ tensor<T> tensordot(session& s, const A& a, const B& b, std::span<const std::ptr
     detail::run_contraction<T>(s, plan, av, bv, out.view());
     return out;
 }
-/// Returns the contraction over braced axis lists, `tensordot(s, a, b, {1}, {0})`, as the span
-/// overload does (same result and errors).
-template <tensor_like A, tensor_like B, class T = value_of_t<A>>
-    requires std::same_as<T, value_of_t<B>> && floating<T>
-tensor<T> tensordot(session& s, const A& a, const B& b, std::initializer_list<std::ptrdiff_t> axes_a,
-                    std::initializer_list<std::ptrdiff_t> axes_b) {
-    return tensordot(s, a, b, std::span<const std::ptrdiff_t>(axes_a.begin(), axes_a.size()),
-                     std::span<const std::ptrdiff_t>(axes_b.begin(), axes_b.size()));
-}
 
 /// Writes tensordot(a, b, axes_a, axes_b) into `out`; checks as above, plus out's shape and
 /// overlap.
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
-void tensordot(session& s, const A& a, const B& b, std::span<const std::ptrdiff_t> axes_a,
-               std::span<const std::ptrdiff_t> axes_b, const std::type_identity_t<tensor_view<T>>& out) {
+void tensordot(session& s, const A& a, const B& b, const axis_list& axes_a, const axis_list& axes_b,
+               const std::type_identity_t<tensor_view<T>>& out) {
     detail::session_access::check_thread(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
@@ -159,8 +152,7 @@ contraction plan_dot(const tensor_view<const T>& a, const tensor_view<const T>& 
     if (b.rank() == 0) throw_matmul_rank("dot", "b", b.shape(), 1, false);
     const std::size_t contracted = b.rank() >= 2 ? b.rank() - 2 : 0;
     if (a.extent(a.rank() - 1) != b.extent(contracted)) throw_matmul_inner("dot", a.shape(), b.shape());
-    const std::ptrdiff_t axis_a = -1, axis_b = static_cast<std::ptrdiff_t>(contracted);
-    return plan_contraction(a.shape(), b.shape(), {&axis_a, 1}, {&axis_b, 1});
+    return plan_contraction(a.shape(), b.shape(), axis_list(-1), axis_list(contracted));
 }
 }  // namespace detail
 

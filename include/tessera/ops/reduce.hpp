@@ -68,60 +68,6 @@
 
 namespace tessera {
 
-/// Selects every axis: `tessera::sum(s, a, tessera::all_axes, true, out)`.
-struct all_axes_t {
-    explicit constexpr all_axes_t() = default;
-};
-/// Selects every axis (the flattened tensor for argmax/argmin).
-inline constexpr all_axes_t all_axes{};
-
-/// The axes a reduction runs over: a braced list (`{0, -1}`), one axis (`1`), a contiguous range
-/// of std::ptrdiff_t (std::vector, std::array, std::span) or tessera::all_axes.
-///
-/// Negative axes count from the end. An empty list reduces no axis (NumPy's axis=()): the result
-/// is the op applied to each element alone. Holds a copy of up to max_rank axes; never allocates.
-class axis_list {
-public:
-    /// Holds the listed axes (`{0, -1}`; `{}` reduces no axis). Axes are not checked here: one
-    /// out of range, repeated, or more than max_rank of them makes the reduction throw shape_error.
-    constexpr axis_list(std::initializer_list<std::ptrdiff_t> axes) noexcept
-        : axis_list(axes.begin(), axes.size()) {}
-    /// Holds a copy of the axes of a contiguous, sized range of std::ptrdiff_t (std::vector,
-    /// std::array, std::span); checked by the reduction as for a braced list.
-    template <class Range>
-    requires std::ranges::contiguous_range<const Range&> &&
-        std::ranges::sized_range<const Range&> &&
-        std::same_as<std::ranges::range_value_t<Range>, std::ptrdiff_t>
-    constexpr axis_list(const Range& axes) noexcept
-        : axis_list(std::ranges::data(axes), std::ranges::size(axes)) {}
-    /// Holds one axis, of any integer type but bool (negative counts from the end); checked by the
-    /// reduction.
-    template <std::integral I>
-    requires(!std::same_as<I, bool>) constexpr axis_list(I axis) noexcept : given_(1) {
-        axes_[0] = static_cast<std::ptrdiff_t>(axis);
-    }
-    /// Selects every axis (from tessera::all_axes); for a rank-0 input that is the one element.
-    constexpr axis_list(all_axes_t) noexcept : all_(true) {}
-
-    /// Returns true for tessera::all_axes.
-    constexpr bool all() const noexcept { return all_; }
-    /// Returns how many axes were given (may exceed max_rank; only the first max_rank are kept).
-    constexpr std::size_t given() const noexcept { return given_; }
-    /// Returns the axes kept (the first min(given(), max_rank)).
-    constexpr std::span<const std::ptrdiff_t> values() const noexcept {
-        return {axes_.data(), given_ < max_rank ? given_ : max_rank};
-    }
-
-private:
-    constexpr axis_list(const std::ptrdiff_t* axes, std::size_t n) noexcept : given_(n) {
-        for (std::size_t i = 0; i < n && i < max_rank; ++i) axes_[i] = axes[i];
-    }
-
-    std::array<std::ptrdiff_t, max_rank> axes_{};
-    std::size_t given_ = 0;
-    bool all_ = false;
-};
-
 namespace detail {
 [[noreturn]] void throw_empty_reduction(const char* op, const shape& in, std::uint32_t mask);
 }  // namespace detail
@@ -138,7 +84,7 @@ inline std::uint32_t reduction_mask(const char* op, const axis_list& axes, std::
     if (axes.all()) return (std::uint32_t{1} << rank) - 1u;
     if (axes.given() > max_rank) throw_permutation_size(op, axes.given(), rank);
     std::uint32_t mask = 0;
-    for (const std::ptrdiff_t axis : axes.values()) {
+    for (const any_integer& axis : axes.values()) {
         const std::size_t a = normalize_axis(op, axis, rank);
         if ((mask >> a) & 1u) throw_duplicate_axis(op, a);
         mask |= std::uint32_t{1} << a;
