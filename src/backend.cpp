@@ -5,6 +5,7 @@
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
 
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string_view>
 
 namespace tessera {
@@ -65,6 +67,60 @@ backend_settings resolve(const backend_options& o) {
     return s;
 }
 
+// oneTBB lets the arenas of a process use max_allowed_parallelism - 1 workers in all. The limit
+// defaults to the process's CPU count, and an arena that asks for more gets no more workers and
+// makes oneTBB print a warning on stderr. A backend asked for more threads than the CPUs raises the
+// limit with a tbb::global_control for as long as it lives. oneTBB applies the smallest of several
+// controls, so there is one, process-wide, set to the largest count a live backend asked for.
+class parallelism_limit {
+public:
+    static parallelism_limit& instance() {
+        // Never destroyed: a backend with static storage may outlive any other static.
+        static parallelism_limit* const limit = new parallelism_limit;
+        return *limit;
+    }
+
+    /// Registers a backend that wants `threads` (at least 2) and returns how many the process
+    /// allows it now: `threads`, unless the application holds a global_control with a lower
+    /// max_allowed_parallelism.
+    int acquire(int threads) {
+        std::lock_guard lock(mutex_);
+        if (threads > tbb::info::default_concurrency()) {
+            requests_.insert(threads);
+            raise_to(*requests_.rbegin());
+        }
+        using control = tbb::global_control;
+        const std::size_t allowed = control::active_value(control::max_allowed_parallelism);
+        return allowed < static_cast<std::size_t>(threads) ? static_cast<int>(allowed) : threads;
+    }
+
+    /// Withdraws what acquire(threads) registered.
+    void release(int threads) noexcept {
+        std::lock_guard lock(mutex_);
+        const auto it = requests_.find(threads);
+        if (it == requests_.end()) return;
+        requests_.erase(it);
+        if (requests_.empty()) control_.reset();
+        else raise_to(*requests_.rbegin());
+    }
+
+private:
+    void raise_to(int threads) {
+        if (control_value_ == threads && control_) return;
+        // Make the new control before dropping the old one, so the limit never falls to the
+        // default in between.
+        auto next = std::make_unique<tbb::global_control>(
+            tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+        control_ = std::move(next);
+        control_value_ = threads;
+    }
+
+    std::mutex mutex_;
+    std::multiset<int> requests_;  // thread counts above the CPU count, one per live backend
+    std::unique_ptr<tbb::global_control> control_;
+    int control_value_ = 0;
+};
+
 bool is_leased(const workspace& w) noexcept { return w.leased.load(std::memory_order_acquire); }
 
 void add_published(stats& to, const workspace& w) noexcept {
@@ -100,13 +156,24 @@ backend_core::backend_core(const backend_settings& settings)
       table_(new workspace[table_size]),
       plans_(settings.plan_cache_capacity) {
     if (settings_.threads > 1) {
-        // threads - 1 workers serve every session; each session slot is reserved for an
-        // application thread, so a session always has its own thread plus the workers.
-        arena_ = std::make_unique<tbb::task_arena>(settings_.threads - 1 + settings_.session_slots,
-                                                   settings_.session_slots);
-        // Initialise now, not on first use: the first run should not pay for it, and the
-        // floating-point environment of the constructing thread is captured here.
-        arena_->initialize();
+        // threads() tells the truth: what the process allows, which is what was asked for unless
+        // the application caps oneTBB's parallelism lower.
+        requested_threads_ = settings_.threads;
+        settings_.threads = parallelism_limit::instance().acquire(requested_threads_);
+    }
+    if (settings_.threads > 1) {
+        try {
+            // threads - 1 workers serve every session; each session slot is reserved for an
+            // application thread, so a session always has its own thread plus the workers.
+            arena_ = std::make_unique<tbb::task_arena>(
+                settings_.threads - 1 + settings_.session_slots, settings_.session_slots);
+            // Initialise now, not on first use: the first run should not pay for it, and the
+            // floating-point environment of the constructing thread is captured here.
+            arena_->initialize();
+        } catch (...) {
+            parallelism_limit::instance().release(requested_threads_);
+            throw;
+        }
     }
     register_backend(this);
 }
@@ -116,6 +183,7 @@ backend_core::~backend_core() {
         TESSERA_CHECK(!is_leased(table_[i]), "backend destroyed while one of its sessions is open");
     unregister_backend(this);
     arena_.reset();
+    if (requested_threads_ > 1) parallelism_limit::instance().release(requested_threads_);
     free_all(shared_);
     for (std::size_t i = 0; i < table_size; ++i) free_all(table_[i].lists);
     for (auto& w : overflow_) {

@@ -94,6 +94,7 @@ private:
 
     std::uint64_t id_;
     backend_settings settings_;
+    int requested_threads_ = 1;  // settings_.threads before the process's limit applied
     std::unique_ptr<tbb::task_arena> arena_;
     std::unique_ptr<workspace[]> table_;
 
