@@ -680,6 +680,14 @@ void throw_einsum_plan_operands(std::string_view spec, std::size_t expected, std
                                  expected == 1 ? "" : "s", given, given == 1 ? "was" : "were"));
 }
 
+void throw_einsum_operand_list(std::string_view spec, std::size_t given, std::size_t limit) {
+    if (given == 0)
+        throw spec_error(fmt::format("einsum \"{}\": the operand list is empty; einsum needs at least one operand", spec));
+    throw spec_error(fmt::format("einsum \"{}\": the operand list holds {} operands, above the limit of {} for a "
+                                 "runtime list (max_einsum_operands); contract the network in parts",
+                                 spec, given, limit));
+}
+
 void throw_einsum_plan_shape(std::string_view spec, std::size_t operand, const shape& expected, const shape& got) {
     throw shape_error(fmt::format("einsum \"{}\": operand {} has shape {} but the plan was prepared for {}", spec,
                                   operand, text(got), text(expected)));

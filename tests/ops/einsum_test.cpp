@@ -1,7 +1,8 @@
 // einsum, einsum_into, prepare/einsum_plan: results against a float64 (complex<double>) index-loop
 // reference written here, for every notation feature on fresh random shapes; strided operands and
-// outputs; contraction paths; the plan cache's hit, miss and eviction counts; heap allocations of
-// warm calls; every kind of bad input, before anything is written.
+// outputs; contraction paths; runtime operand lists against the argument forms; the plan cache's
+// hit, miss and eviction counts; heap allocations of warm calls; every kind of bad input, before
+// anything is written.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 bug 105593: a false -Wmaybe-uninitialized inside its AVX-512 intrinsics, which Eigen's
 // GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/detail/eigen_config.hpp.
@@ -25,6 +26,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -373,6 +375,126 @@ TEST_P(EinsumTest, ReadsStridedOperandsAndWritesStridedOutputs) {
     });
 }
 
+// The spec of a chain of k matrices multiplied in order, built at run time: "ab,bc,cd->ad"
+// ("ab->ab" for one matrix).
+std::string chain_spec(std::size_t k) {
+    std::string spec;
+    for (std::size_t i = 0; i < k; ++i) {
+        if (i > 0) spec += ',';
+        spec += static_cast<char>('a' + i);
+        spec += static_cast<char>('a' + i + 1);
+    }
+    return spec + "->a" + static_cast<char>('a' + k);
+}
+
+// Expects two dense tensors of one shape to hold the same bytes.
+template <class T>
+void expect_same_bits(const tensor_view<const T>& got, const tensor_view<const T>& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(T)), 0) << what;
+}
+
+template <class T>
+void check_list_against_arguments(int threads) {
+    backend be{backend_options{}.with_threads(threads)};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> extent(1, 5);
+    be.run([&](session& s) {
+        for (std::size_t k = 1; k <= 6; ++k) {
+            // The chain as a program reading a network would hold it: shapes, tensors, views.
+            const std::string spec = chain_spec(k);
+            std::vector<std::size_t> bonds(k + 1);
+            for (std::size_t& b : bonds) b = extent(rng);
+            std::vector<shape> shapes;
+            std::vector<tensor<T>> ops;
+            std::vector<tensor_view<const T>> views;
+            double terms = 1;
+            for (std::size_t i = 0; i < k; ++i) {
+                shapes.push_back(shape{bonds[i], bonds[i + 1]});
+                ops.push_back(random_tensor<T>(s, shapes.back(), rng));
+                terms *= static_cast<double>(bonds[i] * bonds[i + 1]);
+            }
+            for (const auto& t : ops) views.push_back(t.view());
+            SCOPED_TRACE(spec);
+
+            const tensor<T> want = einsum_vector<T>(s, spec, ops);  // the argument form
+            expect_matches<T>(spec, views, want.view(), terms);
+            expect_same_bits<T>(tessera::einsum<T>(s, spec, views).view(), want.view(), "einsum, vector");
+            const std::span<const tensor_view<const T>> list(views);
+            expect_same_bits<T>(tessera::einsum(s, spec, list).view(), want.view(), "einsum, span (T deduced)");
+            tensor<T> out = tessera::zeros<T>(s, want.shape());
+            tessera::einsum_into<T>(s, spec, out, views);
+            expect_same_bits<T>(out.view(), want.view(), "einsum_into, vector");
+
+            const tessera::einsum_plan<T> plan = tessera::prepare<T>(s, spec, shapes);
+            expect_same_bits<T>(plan(s, views).view(), want.view(), "plan, vector");
+            tensor<T> plan_out = tessera::zeros<T>(s, want.shape());
+            plan.into(s, plan_out, views);
+            expect_same_bits<T>(plan_out.view(), want.view(), "plan.into, vector");
+            if (k > 1) {  // the caller's order, as a runtime list too
+                const std::vector<tessera::einsum_step> left_to_right(k - 1, tessera::einsum_step{0, 1});
+                const auto ordered = tessera::prepare<T>(s, spec, left_to_right, shapes);
+                EXPECT_EQ(std::vector<tessera::einsum_step>(ordered.path().begin(), ordered.path().end()), left_to_right);
+                expect_matches<T>(spec, views, ordered(s, views).view(), terms);
+            }
+            if (k == 3) {  // braced lists
+                expect_same_bits<T>(tessera::einsum<T>(s, spec, {ops[0], ops[1], ops[2]}).view(), want.view(),
+                                    "einsum, braced list");
+                tessera::einsum_into<T>(s, spec, out, {views[0], views[1], views[2]});
+                expect_same_bits<T>(out.view(), want.view(), "einsum_into, braced list");
+                expect_same_bits<T>(plan(s, {ops[0], ops[1], ops[2]}).view(), want.view(), "plan, braced list");
+                plan.into(s, plan_out, {views[0], views[1], views[2]});
+                expect_same_bits<T>(plan_out.view(), want.view(), "plan.into, braced list");
+            }
+        }
+    });
+}
+
+TEST_P(EinsumTest, RuntimeListsMatchTheArgumentFormBitForBit) {
+    check_list_against_arguments<float>(GetParam());
+    check_list_against_arguments<double>(GetParam());
+    check_list_against_arguments<std::complex<double>>(GetParam());
+}
+
+TEST_P(EinsumTest, RingNetworkWithARuntimeOperandCount) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> bond(1, 2);
+    be.run([&](session& s) {
+        // A ring of k sites, site i holding bonds i and i + 1 (mod k) and a free index of its own:
+        // "aAb,bBc,cCa->ABC". k = 1 closes on itself ("aAa->A", a trace).
+        for (std::size_t k = 1; k <= tessera::max_rank; ++k) {
+            std::string spec, out;
+            std::vector<std::size_t> bonds(k);
+            for (std::size_t& b : bonds) b = bond(rng);
+            std::vector<tensor<double>> sites;
+            std::vector<tensor_view<const double>> views;
+            std::vector<shape> shapes;
+            double terms = 1;
+            for (std::size_t i = 0; i < k; ++i) {
+                if (i > 0) spec += ',';
+                spec += {static_cast<char>('a' + i), static_cast<char>('A' + i), static_cast<char>('a' + (i + 1) % k)};
+                out += static_cast<char>('A' + i);
+                shapes.push_back(shape{bonds[i], 2, bonds[(i + 1) % k]});
+                sites.push_back(random_tensor<double>(s, shapes.back(), rng));
+                terms *= static_cast<double>(shapes.back().count());
+            }
+            spec += "->" + out;
+            for (const auto& t : sites) views.push_back(t.view());
+            SCOPED_TRACE(spec);
+            const tensor<double> got = tessera::einsum<double>(s, spec, views);
+            expect_matches<double>(spec, views, got.view(), terms);
+            const auto plan = tessera::prepare<double>(s, spec, shapes);
+            EXPECT_EQ(plan.path().size(), k - 1);
+            expect_same_bits<double>(plan(s, views).view(), got.view(), "plan");
+        }
+    });
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, EinsumTest, ::testing::ValuesIn(tessera::test::thread_counts()),
                          tessera::test::thread_count_name);
 
@@ -642,6 +764,146 @@ TEST(EinsumErrorTest, BadInputNamesTheSpecAndTheCulpritBeforeWriting) {
         const tensor<double> v = tessera::full<double>(s, {1}, 1.0);
         expect_error<shape_error>([&] { tessera::einsum(s, "a,b,c,d,e,f,g,h,i", v, v, v, v, v, v, v, v, v); },
                                   {"rank 9, above the maximum rank 8"});
+    });
+}
+
+// `count` vectors of `n` elements multiplied elementwise: "i,i,...,i->i".
+std::string product_spec(std::size_t count) {
+    std::string spec = "i";
+    for (std::size_t i = 1; i < count; ++i) spec += ",i";
+    return spec + "->i";
+}
+
+template <std::size_t... I>
+tessera::einsum_plan<double> prepare_of(session& s, const std::string& spec, const std::vector<shape>& shapes,
+                                        std::index_sequence<I...>) {
+    return tessera::prepare<double>(s, spec, shapes[I]...);
+}
+
+TEST(EinsumListTest, WarmListCallsHitThePlanCacheAndMakeNoHeapAllocations) {
+    for (int threads : tessera::test::thread_counts()) {
+        SCOPED_TRACE(threads);
+        backend be{backend_options{}.with_threads(threads)};
+        const auto delta = [&](const std::function<void(session&)>& fn) {
+            const tessera::stats before = be.stats();
+            be.run(fn);
+            return be.stats() - before;
+        };
+        const std::string chain = chain_spec(6), three = chain_spec(3);
+        const std::string product = product_spec(tessera::max_einsum_operands);
+        const std::vector<shape> chain_shapes(6, shape{4, 4});
+        std::mt19937_64 rng(fresh_seed());
+        std::vector<tensor<double>> keep;  // outlives the sessions below, which read views of it
+        std::vector<tensor_view<const double>> matrices, vectors;
+        be.run([&](session& s) {
+            for (std::size_t i = 0; i < 6; ++i) keep.push_back(random_tensor<double>(s, {4, 4}, rng));
+            for (std::size_t i = 0; i < tessera::max_einsum_operands; ++i) keep.push_back(random_tensor<double>(s, {3}, rng));
+            for (std::size_t i = 0; i < keep.size(); ++i) (i < 6 ? matrices : vectors).push_back(keep[i].view());
+        });
+        const tensor<double>& m = keep[0];
+
+        // The argument form plans the chain; every list form finds that plan.
+        tessera::stats st = delta([&](session& s) {
+            static_cast<void>(tessera::einsum(s, chain, m, m, m, m, m, m));
+            for (int i = 0; i < 3; ++i) static_cast<void>(tessera::einsum<double>(s, chain, matrices));
+            tensor<double> out = tessera::zeros<double>(s, {4, 4});
+            tessera::einsum_into<double>(s, chain, out, matrices);
+            tessera::einsum_into<double>(s, chain, out, {m, m, m, m, m, m});
+            static_cast<void>(tessera::prepare<double>(s, chain, chain_shapes));
+        });
+        EXPECT_EQ(st.plan_cache_misses, 1u);
+        EXPECT_EQ(st.plan_cache_hits, 6u);
+        // The other way round: a list plans, the argument forms find it.
+        st = delta([&](session& s) {
+            static_cast<void>(tessera::einsum<double>(s, three, {m, m, m}));
+            static_cast<void>(tessera::einsum(s, three, m, m, m));
+            static_cast<void>(tessera::prepare<double>(s, three, m.shape(), m.shape(), m.shape()));
+        });
+        EXPECT_EQ(st.plan_cache_misses, 1u);
+        EXPECT_EQ(st.plan_cache_hits, 2u);
+
+        // Warm calls through every list form, up to a list of max_einsum_operands: no heap, and
+        // one plan-cache hit per call.
+        st = delta([&](session& s) {
+            tensor<double> out = tessera::zeros<double>(s, {4, 4});
+            tensor<double> prod = tessera::zeros<double>(s, {3});
+            const auto plan = tessera::prepare<double>(s, chain, chain_shapes);  // a hit
+            const auto step = [&] {
+                tessera::einsum_into<double>(s, chain, out, matrices);
+                tessera::einsum_into<double>(s, chain, out, {matrices[0], matrices[1], matrices[2], matrices[3],
+                                                             matrices[4], matrices[5]});
+                tessera::einsum_into<double>(s, product, prod, vectors);
+                const tensor<double> fresh = tessera::einsum<double>(s, chain, matrices);
+                EXPECT_EQ(fresh.shape(), (shape{4, 4}));
+                plan.into(s, out, matrices);  // a plan runs without a look-up
+                const tensor<double> planned = plan(s, matrices);
+                EXPECT_EQ(planned.shape(), (shape{4, 4}));
+            };
+            step();
+            const tessera::test::allocation_scope allocations;
+            for (int i = 0; i < 3; ++i) step();
+            EXPECT_EQ(allocations.count(), 0u);
+            // The product of every vector, against a plain loop in long double.
+            for (std::size_t j = 0; j < 3; ++j) {
+                long double want = 1;
+                for (const auto& v : vectors) want *= v.data()[j];
+                EXPECT_LE(std::abs(prod.data()[j] - static_cast<double>(want)), 1e-13 * std::abs(static_cast<double>(want)));
+            }
+        });
+        // The first step plans the product (a miss); prepare and every other call hit.
+        EXPECT_EQ(st.plan_cache_misses, 1u);
+        EXPECT_EQ(st.plan_cache_hits, 1u + 4u * 4u - 1u);
+    }
+}
+
+TEST(EinsumListTest, WrongOperandCountsNameEinsumBeforeWriting) {
+    backend be{backend_options{}.with_threads(2)};
+    be.run([](session& s) {
+        using tessera::spec_error;
+        const tensor<double> a = tessera::full<double>(s, {2, 3}, 1.0);
+        const tensor<double> b = tessera::full<double>(s, {3, 4}, 1.0);
+        tensor<double> out = tessera::full<double>(s, {2, 4}, 7.0);
+        const std::vector<tensor_view<const double>> one{a}, three{a, b, b}, none;
+        const std::string spec = "ij,jk->ik";
+        // Counts that differ from the spec's, in every list form.
+        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, one); }, {"einsum \"ij,jk->ik\"", "2 operands but 1 was given"});
+        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, three); }, {"einsum \"ij,jk->ik\"", "2 operands but 3 were given"});
+        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, {a}); }, {"2 operands but 1 was given"});
+        expect_error<spec_error>([&] { tessera::einsum_into<double>(s, spec, out, three); }, {"2 operands but 3 were given"});
+        expect_error<spec_error>([&] { tessera::prepare<double>(s, spec, std::vector<shape>{a.shape()}); },
+                                 {"2 operands but 1 was given"});
+        // Empty lists.
+        for (const std::string& sp : {std::string("ij,jk->ik"), std::string("->")}) {
+            const std::string quoted = "einsum \"" + sp + "\"";
+            expect_error<spec_error>([&] { tessera::einsum<double>(s, sp, none); }, {quoted.c_str(), "operand list is empty"});
+            expect_error<spec_error>([&] { tessera::einsum<double>(s, sp, std::span<const tensor_view<const double>>()); },
+                                     {quoted.c_str(), "operand list is empty"});
+            expect_error<spec_error>([&] { tessera::einsum_into<double>(s, sp, out, none); }, {quoted.c_str(), "operand list is empty"});
+            expect_error<spec_error>([&] { tessera::prepare<double>(s, sp, std::vector<shape>()); },
+                                     {quoted.c_str(), "operand list is empty"});
+        }
+        // A plan checks the list against its operand count.
+        const auto plan = tessera::prepare<double>(s, spec, a.shape(), b.shape());
+        expect_error<spec_error>([&] { plan(s, none); }, {"einsum \"ij,jk->ik\"", "the plan takes 2 operands but 0 were given"});
+        expect_error<spec_error>([&] { plan.into(s, out, three); }, {"the plan takes 2 operands but 3 were given"});
+        expect_error<tessera::shape_error>([&] { plan(s, {a, a}); }, {"operand 1 has shape [2,3]"});
+        for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out.data()[i], 7.0);
+
+        // Lists longer than max_einsum_operands; the argument forms have no limit.
+        const std::size_t over = tessera::max_einsum_operands + 1;
+        const tensor<double> v = tessera::full<double>(s, {2}, 1.0);
+        const std::vector<tensor_view<const double>> many(over, v.view());
+        const std::vector<shape> many_shapes(over, v.shape());
+        const std::string long_spec = product_spec(over);
+        expect_error<spec_error>([&] { tessera::einsum<double>(s, long_spec, many); },
+                                 {"einsum \"i,i,", "holds 65 operands, above the limit of 64"});
+        tensor<double> pair = tessera::full<double>(s, {2}, 7.0);
+        expect_error<spec_error>([&] { tessera::einsum_into<double>(s, long_spec, pair, many); }, {"holds 65 operands"});
+        expect_error<spec_error>([&] { tessera::prepare<double>(s, long_spec, many_shapes); }, {"holds 65 operands"});
+        const auto wide = prepare_of(s, long_spec, many_shapes, std::make_index_sequence<tessera::max_einsum_operands + 1>{});
+        expect_error<spec_error>([&] { wide(s, many); }, {"holds 65 operands"});
+        expect_error<spec_error>([&] { wide.into(s, pair, many); }, {"holds 65 operands"});
+        EXPECT_EQ(pair.data()[0], 7.0);
     });
 }
 

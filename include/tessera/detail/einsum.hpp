@@ -4,6 +4,7 @@
 // strided loops. Part of ops/einsum.hpp; it includes Eigen and oneTBB through detail/matmul.hpp.
 #pragma once
 
+#include <tessera/detail/check.hpp>
 #include <tessera/detail/matmul.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/detail/plan_cache.hpp>
@@ -140,18 +141,26 @@ inline constexpr std::uint8_t dtype_code = std::is_same_v<T, float>             
 [[noreturn]] void throw_einsum_out_shape(std::string_view spec, const shape& expected, const shape& got);
 [[noreturn]] void throw_einsum_alias(std::string_view spec, std::size_t operand);
 [[noreturn]] void throw_einsum_plan_operands(std::string_view spec, std::size_t expected, std::size_t given);
+[[noreturn]] void throw_einsum_operand_list(std::string_view spec, std::size_t given, std::size_t limit);
 [[noreturn]] void throw_einsum_plan_shape(std::string_view spec, std::size_t operand, const shape& expected,
                                           const shape& got);
 
+/// Checks the length of an operand list against what a call's stack arrays hold: 1..Cap operands
+/// (Cap is a pack's own size, or max_einsum_operands for a runtime list).
+template <std::size_t Cap>
+void check_operand_list(std::string_view spec, std::size_t n) {
+    if (n == 0 || n > Cap) [[unlikely]]
+        throw_einsum_operand_list(spec, n, Cap);
+}
+
 /// Checks an out-parameter against a plan's result and every input, before anything is written.
-template <class T, std::size_t N>
-void check_einsum_out(const einsum_program& p, const tensor_view<T>& out,
-                      const std::array<tensor_view<const T>, N>& in) {
+template <class T>
+void check_einsum_out(const einsum_program& p, const tensor_view<T>& out, std::span<const tensor_view<const T>> in) {
     if (!(out.shape() == p.result)) throw_einsum_out_shape(p.spec, p.result, out.shape());
     check_writable("einsum", out);
     if (out.size() == 0) return;
     const byte_range o = bytes_of(out);
-    for (std::size_t i = 0; i < N; ++i) {
+    for (std::size_t i = 0; i < in.size(); ++i) {
         if (in[i].size() == 0) continue;
         const byte_range r = bytes_of(in[i]);
         if (o.lo < r.hi && r.lo < o.hi) throw_einsum_alias(p.spec, i);
@@ -370,25 +379,39 @@ void run_loop_step(session& s, const einsum_loop& l, const operand_ref<const T>&
     });
 }
 
-/// An intermediate's storage: a workspace block (none for zero elements), given back when it is
-/// released or goes out of scope.
-struct workspace_block {
-    void* payload = nullptr;
+/// The intermediates of one run, one workspace block per step but the last (none for zero
+/// elements), each given back as soon as the step that reads it is done and the rest when the run
+/// ends, by an exception too. Room for Steps blocks; only the first `used` are ever touched.
+template <std::size_t Steps>
+class step_blocks {
+public:
+    explicit step_blocks(std::size_t used) noexcept : used_(used) {
+        TESSERA_ASSERT(used <= Steps, "einsum: more intermediates than the run has room for");
+        for (std::size_t j = 0; j < used; ++j) payload_[j] = nullptr;
+    }
+    step_blocks(const step_blocks&) = delete;
+    step_blocks& operator=(const step_blocks&) = delete;
+    ~step_blocks() {
+        for (std::size_t j = 0; j < used_; ++j) release(j);
+    }
 
-    workspace_block() = default;
-    workspace_block(const workspace_block&) = delete;
-    workspace_block& operator=(const workspace_block&) = delete;
-    ~workspace_block() { release(); }
-
-    void allocate(session& s, std::size_t count, std::size_t element_size) {
-        if (count == 0) return;
+    void* allocate(session& s, std::size_t j, std::size_t count, std::size_t element_size) {
+        if (count == 0) return nullptr;
         if (count > static_cast<std::size_t>(-1) / element_size) throw_bytes_overflow("einsum", count, element_size);
-        payload = session_access::allocate(s, count * element_size);
+        payload_[j] = session_access::allocate(s, count * element_size);
+        return payload_[j];
     }
-    void release() noexcept {
-        if (payload != nullptr) release_block(payload);
-        payload = nullptr;
+    const void* operator[](std::size_t j) const noexcept { return payload_[j]; }
+    void release(std::size_t j) noexcept {
+        if (payload_[j] != nullptr) release_block(payload_[j]);
+        payload_[j] = nullptr;
     }
+
+private:
+    // Not value-initialized: a runtime list sizes this for max_einsum_operands, and a warm call
+    // should not clear 1 KiB it does not use.
+    std::array<void*, Steps> payload_;
+    std::size_t used_;
 };
 
 /// Runs one step of a plan.
@@ -403,24 +426,27 @@ void run_einsum_op(session& s, const einsum_op& op, const operand_ref<const T>& 
         run_loop_step<T, false>(s, op.loop, x, y, out);
 }
 
-/// Runs plan `p` on `in` (shapes already matched to the plan), writing `out` (checked by the
-/// caller). Intermediates come from the session's workspace and go back to it as soon as the
-/// step that reads them is done.
-template <class T, std::size_t N>
-void run_einsum(session& s, const einsum_program& p, const std::array<tensor_view<const T>, N>& in,
+/// Runs plan `p` on `in` (1..Cap operands, shapes already matched to the plan), writing `out`
+/// (checked by the caller). Intermediates come from the session's workspace and go back to it as
+/// soon as the step that reads them is done.
+template <class T, std::size_t Cap>
+void run_einsum(session& s, const einsum_program& p, std::span<const tensor_view<const T>> in,
                 const tensor_view<T>& out) {
+    TESSERA_ASSERT(in.size() <= Cap && in.size() == p.inputs.size(), "einsum: operand list not checked against the plan");
     if (p.ops.size() == 1) {  // one step straight from the inputs: no intermediates to hold
         const einsum_op& op = p.ops.front();
         const operand_ref<const T> x = input_ref<T>(p, op.x, in[op.x]);
         run_einsum_op<T>(s, op, x, op.binary ? input_ref<T>(p, op.y, in[op.y]) : x, permuted_ref<T>(out, op.out_perm));
         return;
     }
-    std::array<workspace_block, 2 * N> temps;
+    // n operands give at most 2n - 1 steps (a sum over an index only one operand has, for each,
+    // then n - 1 pairwise steps), so at most 2n - 2 intermediates.
+    const std::size_t n = in.size(), steps = p.ops.size();
+    step_blocks<2 * Cap> temps(steps - 1);
     const auto slot = [&](std::size_t id) -> operand_ref<const T> {
-        if (id < N) return input_ref<T>(p, id, in[id]);
-        return {static_cast<const T*>(temps[id - N].payload), row_major_strides(p.slots[id])};
+        if (id < n) return input_ref<T>(p, id, in[id]);
+        return {static_cast<const T*>(temps[id - n]), row_major_strides(p.slots[id])};
     };
-    const std::size_t steps = p.ops.size();
     for (std::size_t j = 0; j < steps; ++j) {
         const einsum_op& op = p.ops[j];
         const operand_ref<const T> x = slot(op.x);
@@ -429,10 +455,10 @@ void run_einsum(session& s, const einsum_program& p, const std::array<tensor_vie
             run_einsum_op<T>(s, op, x, y, permuted_ref<T>(out, op.out_perm));
             break;
         }
-        temps[j].allocate(s, p.slots[op.out].count(), sizeof(T));
-        run_einsum_op<T>(s, op, x, y, {static_cast<T*>(temps[j].payload), row_major_strides(p.slots[op.out])});
-        if (op.x >= N) temps[op.x - N].release();
-        if (op.binary && op.y >= N) temps[op.y - N].release();
+        T* const into = static_cast<T*>(temps.allocate(s, j, p.slots[op.out].count(), sizeof(T)));
+        run_einsum_op<T>(s, op, x, y, {into, row_major_strides(p.slots[op.out])});
+        if (op.x >= n) temps.release(op.x - n);
+        if (op.binary && op.y >= n) temps.release(op.y - n);
     }
 }
 

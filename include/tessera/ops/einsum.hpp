@@ -1,5 +1,6 @@
-// tessera/ops/einsum.hpp - einsum (NumPy notation, any number of operands), its out-parameter form
-// einsum_into, and prepare/einsum_plan for callers who hold a plan. Start with einsum.
+// tessera/ops/einsum.hpp - einsum (NumPy notation, any number of operands, as arguments or as a
+// runtime list), its out-parameter form einsum_into, and prepare/einsum_plan for callers who hold
+// a plan. Start with einsum.
 //
 // A spec and the operands' shapes are parsed and planned once per backend: the plan (the pairwise
 // contraction order and how each step runs) is cached in the backend (bounded, least recently used
@@ -16,6 +17,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -27,6 +29,12 @@ namespace tessera {
 /// at these two positions of the current operand list, remove both, append the result at the end.
 using einsum_step = detail::path_step;
 
+/// The most operands a runtime operand list (a `std::span` or `std::initializer_list` of views, or
+/// a span of shapes for prepare) may hold; a longer list throws spec_error. The forms that take the
+/// operands as separate arguments have no limit. A call keeps a shape pointer per operand and an
+/// intermediate per step on the stack, sized for this many (1.5 KiB), so it never allocates.
+inline constexpr std::size_t max_einsum_operands = 64;
+
 namespace detail {
 /// The operands of a call as views; every one must have element type T (no promotion).
 template <class T, class... Ops>
@@ -36,17 +44,42 @@ std::array<tensor_view<const T>, sizeof...(Ops)> einsum_views(const Ops&... ops)
     return {as_view(ops)...};
 }
 
+/// A braced operand list as a span (the list's array lives until the end of the full expression).
+template <class T>
+std::span<const T> einsum_list(std::initializer_list<T> in) noexcept {
+    return {in.begin(), in.size()};
+}
+
 struct einsum_plan_access;
 
-/// The common start of einsum and einsum_into: checks the thread, then finds the plan for `spec`
-/// and the operands' shapes (the workspace's slots, the backend's cache, else the planner).
-template <class T, std::size_t N>
-const einsum_program& einsum_program_for(session& s, std::string_view spec,
-                                         const std::array<tensor_view<const T>, N>& in) {
+/// The common start of every einsum and einsum_into form: checks the thread and the list's length
+/// (1..Cap: a pack passes its own size, a runtime list max_einsum_operands), then finds the plan for
+/// `spec` and the operands' shapes (the workspace's slots, the backend's cache, else the planner).
+template <class T, std::size_t Cap>
+const einsum_program& einsum_program_for(session& s, std::string_view spec, std::span<const tensor_view<const T>> in) {
     session_access::check_thread(s);
-    std::array<const shape*, N> shapes;
-    for (std::size_t i = 0; i < N; ++i) shapes[i] = &in[i].shape();
-    return *find_plan(s, {spec, dtype_code<T>, shapes, {}});
+    check_operand_list<Cap>(spec, in.size());
+    std::array<const shape*, Cap> shapes;
+    for (std::size_t i = 0; i < in.size(); ++i) shapes[i] = &in[i].shape();
+    return *find_plan(s, {spec, dtype_code<T>, std::span<const shape* const>(shapes.data(), in.size()), {}});
+}
+
+/// The body of every einsum form: the result, allocated from the workspace.
+template <class T, std::size_t Cap>
+tensor<T> einsum_new(session& s, std::string_view spec, std::span<const tensor_view<const T>> in) {
+    const einsum_program& p = einsum_program_for<T, Cap>(s, spec, in);
+    tensor<T> out = tensor<T>::uninitialized(s, p.result);
+    run_einsum<T, Cap>(s, p, in, out.view());
+    return out;
+}
+
+/// The body of every einsum_into form: everything is checked before `out` is written.
+template <class T, std::size_t Cap>
+void einsum_write(session& s, std::string_view spec, const tensor_view<T>& out,
+                  std::span<const tensor_view<const T>> in) {
+    const einsum_program& p = einsum_program_for<T, Cap>(s, spec, in);
+    check_einsum_out<T>(p, out, in);
+    run_einsum<T, Cap>(s, p, in, out);
 }
 }  // namespace detail
 
@@ -76,10 +109,28 @@ template <tensor_like A, tensor_like... Rest, class T = value_of_t<A>>
     requires floating<T>
 tensor<T> einsum(session& s, std::string_view spec, const A& a, const Rest&... rest) {
     const auto in = detail::einsum_views<T>(a, rest...);
-    const detail::einsum_program& p = detail::einsum_program_for(s, spec, in);
-    tensor<T> out = tensor<T>::uninitialized(s, p.result);
-    detail::run_einsum<T>(s, p, in, out.view());
-    return out;
+    return detail::einsum_new<T, 1 + sizeof...(Rest)>(s, spec, in);
+}
+
+/// Returns einsum(spec, operands...) for a runtime list of operands, such as a network read from a
+/// file: the same plan (and plan-cache entry) as the form with separate arguments, with the same
+/// results bit for bit, and no heap allocation apart from the result in a warm session.
+///
+/// Throws as that form does, plus spec_error for an empty list or one longer than
+/// max_einsum_operands. A `std::vector<tensor_view<const T>>` converts to the span once T is named:
+///
+///     std::vector<tessera::tensor_view<const double>> ops = read_network(s);  // n views
+///     auto r = tessera::einsum<double>(s, spec, ops);
+template <floating T>
+tensor<T> einsum(session& s, std::string_view spec, std::span<const tensor_view<const T>> operands) {
+    return detail::einsum_new<T, max_einsum_operands>(s, spec, operands);
+}
+
+/// Returns einsum(spec, operands...) for a braced list, as the span overload does (same errors);
+/// name the element type when the list holds tensors: `tessera::einsum<float>(s, spec, {a, b})`.
+template <floating T>
+tensor<T> einsum(session& s, std::string_view spec, std::initializer_list<tensor_view<const T>> operands) {
+    return detail::einsum_new<T, max_einsum_operands>(s, spec, detail::einsum_list(operands));
 }
 
 /// Writes einsum(spec, operands...) into `out` (the result's shape, any strides); never allocates
@@ -91,9 +142,24 @@ template <tensor_like A, tensor_like... Rest, class T = value_of_t<A>>
 void einsum_into(session& s, std::string_view spec, const std::type_identity_t<tensor_view<T>>& out, const A& a,
                  const Rest&... rest) {
     const auto in = detail::einsum_views<T>(a, rest...);
-    const detail::einsum_program& p = detail::einsum_program_for(s, spec, in);
-    detail::check_einsum_out<T>(p, out, in);
-    detail::run_einsum<T>(s, p, in, out);
+    detail::einsum_write<T, 1 + sizeof...(Rest)>(s, spec, out, in);
+}
+
+/// Writes einsum(spec, operands...) for a runtime list of operands into `out`, as the form with
+/// separate arguments does (same plan, same checks before any write, no heap allocation in a warm
+/// session), plus spec_error for an empty list or one longer than max_einsum_operands.
+template <floating T>
+void einsum_into(session& s, std::string_view spec, const std::type_identity_t<tensor_view<T>>& out,
+                 std::span<const tensor_view<const T>> operands) {
+    detail::einsum_write<T, max_einsum_operands>(s, spec, out, operands);
+}
+
+/// Writes einsum(spec, operands...) for a braced list into `out`, as the span overload does; name
+/// the element type when the list holds tensors: `tessera::einsum_into<float>(s, spec, c, {a, b})`.
+template <floating T>
+void einsum_into(session& s, std::string_view spec, const std::type_identity_t<tensor_view<T>>& out,
+                 std::initializer_list<tensor_view<const T>> operands) {
+    detail::einsum_write<T, max_einsum_operands>(s, spec, out, detail::einsum_list(operands));
 }
 
 /// A planned einsum for one spec, element type and set of operand shapes, made by prepare.
@@ -113,23 +179,33 @@ public:
     /// and shape_error for an operand whose shape is not the prepared one.
     template <tensor_like... Ops>
     tensor<T> operator()(session& s, const Ops&... ops) const {
-        detail::session_access::check_thread(s);
         const auto in = detail::einsum_views<T>(ops...);
-        check_operands(in);
-        tensor<T> out = tensor<T>::uninitialized(s, program_->result);
-        detail::run_einsum<T>(s, *program_, in, out.view());
-        return out;
+        return run_new<sizeof...(Ops)>(s, in);
+    }
+    /// Returns the result for a runtime list of operands; checks as the form above, plus
+    /// spec_error for a list longer than max_einsum_operands.
+    tensor<T> operator()(session& s, std::span<const tensor_view<const T>> operands) const {
+        return run_new<max_einsum_operands>(s, operands);
+    }
+    /// Returns the result for a braced list of operands, as the span overload does.
+    tensor<T> operator()(session& s, std::initializer_list<tensor_view<const T>> operands) const {
+        return run_new<max_einsum_operands>(s, detail::einsum_list(operands));
     }
 
     /// Writes the result into `out`; never allocates on the heap in a warm session. Checks as
     /// operator(), plus out's shape and overlap, before anything is written.
     template <tensor_like... Ops>
     void into(session& s, const tensor_view<T>& out, const Ops&... ops) const {
-        detail::session_access::check_thread(s);
         const auto in = detail::einsum_views<T>(ops...);
-        check_operands(in);
-        detail::check_einsum_out<T>(*program_, out, in);
-        detail::run_einsum<T>(s, *program_, in, out);
+        run_into<sizeof...(Ops)>(s, out, in);
+    }
+    /// Writes the result for a runtime list of operands into `out`, as the form above does.
+    void into(session& s, const tensor_view<T>& out, std::span<const tensor_view<const T>> operands) const {
+        run_into<max_einsum_operands>(s, out, operands);
+    }
+    /// Writes the result for a braced list of operands into `out`, as the form above does.
+    void into(session& s, const tensor_view<T>& out, std::initializer_list<tensor_view<const T>> operands) const {
+        run_into<max_einsum_operands>(s, out, detail::einsum_list(operands));
     }
 
     /// Returns the spec the plan was made for.
@@ -148,10 +224,31 @@ private:
 
     explicit einsum_plan(std::shared_ptr<const detail::einsum_program> p) noexcept : program_(std::move(p)) {}
 
-    template <std::size_t N>
-    void check_operands(const std::array<tensor_view<const T>, N>& in) const {
-        if (N != program_->inputs.size()) detail::throw_einsum_plan_operands(program_->spec, program_->inputs.size(), N);
-        for (std::size_t i = 0; i < N; ++i)
+    // The bodies shared by the pack and list forms; Cap bounds the list (a pack passes its size).
+    template <std::size_t Cap>
+    tensor<T> run_new(session& s, std::span<const tensor_view<const T>> in) const {
+        detail::session_access::check_thread(s);
+        check_operands<Cap>(in);
+        tensor<T> out = tensor<T>::uninitialized(s, program_->result);
+        detail::run_einsum<T, Cap>(s, *program_, in, out.view());
+        return out;
+    }
+
+    template <std::size_t Cap>
+    void run_into(session& s, const tensor_view<T>& out, std::span<const tensor_view<const T>> in) const {
+        detail::session_access::check_thread(s);
+        check_operands<Cap>(in);
+        detail::check_einsum_out<T>(*program_, out, in);
+        detail::run_einsum<T, Cap>(s, *program_, in, out);
+    }
+
+    template <std::size_t Cap>
+    void check_operands(std::span<const tensor_view<const T>> in) const {
+        const std::size_t n = in.size();
+        if (n != program_->inputs.size()) detail::throw_einsum_plan_operands(program_->spec, program_->inputs.size(), n);
+        // Only a plan prepared from more than Cap separate shapes, run with a runtime list, can fail here.
+        detail::check_operand_list<Cap>(program_->spec, n);
+        for (std::size_t i = 0; i < n; ++i)
             if (!(in[i].shape() == program_->inputs[i]))
                 detail::throw_einsum_plan_shape(program_->spec, i, program_->inputs[i], in[i].shape());
     }
@@ -162,12 +259,28 @@ private:
 namespace detail {
 /// The common body of the prepare overloads.
 struct einsum_plan_access {
-    template <class T, class... S>
+    template <class T>
     static einsum_plan<T> prepare(session& s, std::string_view spec, std::span<const path_step> path,
-                                  const S&... shapes) {
+                                  std::span<const shape* const> shapes) {
+        return einsum_plan<T>(find_plan(s, {spec, dtype_code<T>, shapes, path}));
+    }
+
+    template <class T, class... S>
+    static einsum_plan<T> prepare_pack(session& s, std::string_view spec, std::span<const path_step> path,
+                                       const S&... shapes) {
         session_access::check_thread(s);
         const std::array<const shape*, sizeof...(S)> list{&shapes...};
-        return einsum_plan<T>(find_plan(s, {spec, dtype_code<T>, list, path}));
+        return prepare<T>(s, spec, path, list);
+    }
+
+    template <class T>
+    static einsum_plan<T> prepare_list(session& s, std::string_view spec, std::span<const path_step> path,
+                                       std::span<const shape> shapes) {
+        session_access::check_thread(s);
+        check_operand_list<max_einsum_operands>(spec, shapes.size());
+        std::array<const shape*, max_einsum_operands> list;
+        for (std::size_t i = 0; i < shapes.size(); ++i) list[i] = &shapes[i];
+        return prepare<T>(s, spec, path, std::span<const shape* const>(list.data(), shapes.size()));
     }
 };
 }  // namespace detail
@@ -177,7 +290,17 @@ struct einsum_plan_access {
 template <class T, std::same_as<shape>... S>
     requires floating<T> && (sizeof...(S) >= 1)
 einsum_plan<T> prepare(session& s, std::string_view spec, const S&... shapes) {
-    return detail::einsum_plan_access::prepare<T>(s, spec, {}, shapes...);
+    return detail::einsum_plan_access::prepare_pack<T>(s, spec, {}, shapes...);
+}
+
+/// Plans `spec` for a runtime list of operand shapes, as the form above does (the same plan and
+/// cache entry); throws spec_error for an empty list or one longer than max_einsum_operands.
+///
+///     std::vector<tessera::shape> shapes = network_shapes();
+///     auto plan = tessera::prepare<double>(s, spec, shapes);
+template <floating T>
+einsum_plan<T> prepare(session& s, std::string_view spec, std::span<const shape> shapes) {
+    return detail::einsum_plan_access::prepare_list<T>(s, spec, {}, shapes);
 }
 
 /// Plans `spec` with the caller's pairwise order `path` (n - 1 steps for n operands, NumPy's
@@ -189,7 +312,15 @@ einsum_plan<T> prepare(session& s, std::string_view spec, const S&... shapes) {
 template <class T, std::same_as<shape>... S>
     requires floating<T> && (sizeof...(S) >= 1)
 einsum_plan<T> prepare(session& s, std::string_view spec, std::span<const einsum_step> path, const S&... shapes) {
-    return detail::einsum_plan_access::prepare<T>(s, spec, path, shapes...);
+    return detail::einsum_plan_access::prepare_pack<T>(s, spec, path, shapes...);
+}
+
+/// Plans `spec` with the caller's pairwise order `path` for a runtime list of operand shapes, as
+/// the forms above do (same errors).
+template <floating T>
+einsum_plan<T> prepare(session& s, std::string_view spec, std::span<const einsum_step> path,
+                       std::span<const shape> shapes) {
+    return detail::einsum_plan_access::prepare_list<T>(s, spec, path, shapes);
 }
 
 }  // namespace tessera
