@@ -1,9 +1,11 @@
-# Tests (label `package`) proving that a separate project can use tessera by both routes:
+# Tests (label `package`) proving that a separate project can use tessera by each route:
 #   package.install           installs this build into a scratch prefix (fixture tessera_installed)
 #   package.find_package      builds and runs find_package/ against that prefix
+#   package.pkg_config        builds pkg_config/main.cpp against that prefix with the compiler and
+#                             `pkg-config --cflags --libs tessera` alone (no CMake), and runs it
 #   package.add_subdirectory  builds and runs add_subdirectory/ against this source tree
 # Included from tests/CMakeLists.txt; needs the top-level variables TESSERA_INSTALL and
-# TESSERA_SANITIZE_FLAGS.
+# TESSERA_SANITIZE_FLAGS, and CMAKE_INSTALL_LIBDIR (GNUInstallDirs).
 
 set(_tessera_package_prefix "${CMAKE_CURRENT_BINARY_DIR}/package-prefix")
 get_property(_tessera_package_multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
@@ -73,6 +75,29 @@ if(TESSERA_INSTALL)
     set_tests_properties(package.find_package PROPERTIES
         LABELS package
         FIXTURES_REQUIRED tessera_installed
+        TIMEOUT 600)
+
+    # Plain compiler and pkg-config, as a makefile would use them; the build's compile and link
+    # flags (sanitizers) are passed on as one argument. Skipped (exit 77) without pkg-config.
+    find_program(TESSERA_PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf
+        DOC "pkg-config, for the package.pkg_config test")
+    if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+        set(_tessera_package_pc_dir "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+    else()
+        set(_tessera_package_pc_dir "${_tessera_package_prefix}/${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+    endif()
+    add_test(NAME package.pkg_config
+        COMMAND sh "${CMAKE_CURRENT_LIST_DIR}/pkg_config/build_and_run.sh"
+            "${TESSERA_PKG_CONFIG_EXECUTABLE}"
+            "${CMAKE_CXX_COMPILER}"
+            "${_tessera_package_pc_dir}"
+            "${PROJECT_VERSION}"
+            "${CMAKE_CURRENT_BINARY_DIR}/package-pkg_config"
+            "${_tessera_package_cxx_flags} ${_tessera_package_ld_flags}")
+    set_tests_properties(package.pkg_config PROPERTIES
+        LABELS package
+        FIXTURES_REQUIRED tessera_installed
+        SKIP_RETURN_CODE 77
         TIMEOUT 600)
 endif()
 
