@@ -23,6 +23,7 @@
 #include <tessera/backend.hpp>
 #include <tessera/ops/einsum.hpp>
 #include <tessera/ops/matmul.hpp>
+#include <tessera/random.hpp>
 #include <tessera/tensor.hpp>
 #include <vector>
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <tessera/backend.hpp>
 #include <tessera/ops/matmul.hpp>
+#include <tessera/random.hpp>
 #include <tessera/tensor.hpp>
 #include <vector>
 

@@ -1,5 +1,6 @@
 // Backend construction and teardown, option resolution, the slow lease and refill paths, stats()
 // and trim().
+#include "arena.hpp"
 #include "registry.hpp"
 
 #include <tessera/backend.hpp>
@@ -124,22 +125,7 @@ private:
 bool is_leased(const workspace& w) noexcept { return w.leased.load(std::memory_order_acquire); }
 
 void add_published(stats& to, const workspace& w) noexcept {
-    const published_counters& p = w.published;
-    constexpr auto relaxed = std::memory_order_relaxed;
-    to.sessions += p.sessions.load(relaxed);
-    to.arena_entries += p.arena_entries.load(relaxed);
-    to.inline_entries += p.inline_entries.load(relaxed);
-    to.nested_reuses += p.nested_reuses.load(relaxed);
-    to.child_sessions += p.child_sessions.load(relaxed);
-    to.parallel_dispatches += p.parallel_dispatches.load(relaxed);
-    to.inline_dispatches += p.inline_dispatches.load(relaxed);
-    to.pool_hits += p.pool_hits.load(relaxed);
-    to.pool_misses += p.pool_misses.load(relaxed);
-    to.pool_trims += p.pool_trims.load(relaxed);
-    to.pool_bypasses += p.pool_bypasses.load(relaxed);
-    to.plan_cache_hits += p.plan_cache_hits.load(relaxed);
-    to.plan_cache_misses += p.plan_cache_misses.load(relaxed);
-    to.bytes_retained += p.bytes_retained.load(relaxed);
+    w.published.add_to(to);
     to.open_sessions += is_leased(w) ? 1 : 0;
 }
 
@@ -165,11 +151,10 @@ backend_core::backend_core(const backend_settings& settings)
         try {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
-            arena_ = std::make_unique<tbb::task_arena>(
-                settings_.threads - 1 + settings_.session_slots, settings_.session_slots);
+            arena_ = std::make_unique<arena_state>(arena_slots(), settings_.session_slots);
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
-            arena_->initialize();
+            arena_->arena.initialize();
         } catch (...) {
             parallelism_limit::instance().release(requested_threads_);
             throw;

@@ -307,6 +307,21 @@ std::ostream& operator<<(std::ostream& os, const shape& s) {
     return os << to_string(s);
 }
 
+std::string to_string(const stats& st) {
+    std::string text;
+#define TESSERA_PRINT_COUNTER(name, meaning) \
+    text += fmt::format("{}{}={}", text.empty() ? "" : " ", #name, st.name);
+    TESSERA_SESSION_COUNTERS(TESSERA_PRINT_COUNTER)
+    TESSERA_BACKEND_COUNTERS(TESSERA_PRINT_COUNTER)
+    TESSERA_GAUGES(TESSERA_PRINT_COUNTER)
+#undef TESSERA_PRINT_COUNTER
+    return text;
+}
+
+std::ostream& operator<<(std::ostream& os, const stats& st) {
+    return os << to_string(st);
+}
+
 template <element T>
 std::string to_string(const tensor_view<const T>& v) {
     if (v.size() == 0) return "[]";

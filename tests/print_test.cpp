@@ -65,6 +65,41 @@ TEST(PrintTest, ShapePrintsItsExtentsInBrackets) {
     EXPECT_EQ(fmt::format("<{:>8}|{:<6}>", shape{3, 4}, shape{1}), "<   [3,4]|[1]   >");
 }
 
+// Every field of tessera::stats comes from the counter list, so the printed text names each of
+// them once, in the list's order, and operator- subtracts every cumulative one.
+TEST(PrintTest, StatsPrintEveryCounterOnceInTheListsOrder) {
+    tessera::stats st;
+    std::uint64_t next = 1;
+#define SET_COUNTER(name, meaning) st.name = next++;
+    TESSERA_SESSION_COUNTERS(SET_COUNTER)
+    TESSERA_BACKEND_COUNTERS(SET_COUNTER)
+    TESSERA_GAUGES(SET_COUNTER)
+#undef SET_COUNTER
+    const std::uint64_t fields = next - 1;
+    EXPECT_EQ(fields * sizeof(std::uint64_t), sizeof(tessera::stats))
+        << "a field of tessera::stats is missing from the counter lists";
+    const std::string text = tessera::to_string(st);
+    EXPECT_EQ(static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '=')), fields);
+    EXPECT_EQ(text.rfind("sessions=1 arena_entries=2 inline_entries=3 ", 0), 0u) << text;
+    EXPECT_NE(text.find(" plan_cache_evictions=14 bytes_retained=15 open_sessions=16"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(fmt::format("{}", st), text);
+    std::ostringstream os;
+    os << st;
+    EXPECT_EQ(os.str(), text);
+
+    const tessera::stats zero{};
+    const tessera::stats d = st - st;
+#define EXPECT_SUBTRACTED(name, meaning) EXPECT_EQ(d.name, 0u) << #name;
+    TESSERA_SESSION_COUNTERS(EXPECT_SUBTRACTED)
+    TESSERA_BACKEND_COUNTERS(EXPECT_SUBTRACTED)
+#undef EXPECT_SUBTRACTED
+    EXPECT_EQ(d.bytes_retained, st.bytes_retained);  // gauges come from `after`
+    EXPECT_EQ(d.open_sessions, st.open_sessions);
+    EXPECT_EQ(st - zero, st);
+}
+
 TEST(PrintTest, OneDimensionalIntegersAlignToTheWidestEntry) {
     in_session([](session& s) {
         EXPECT_EQ(to_string(tessera::from<std::int32_t>(s, {1, 2, 3})), "[1 2 3]");

@@ -70,11 +70,6 @@ void print_machine_facts(std::FILE* out) {
 #else
     constexpr std::string_view ndebug = "off (assertions compiled in)";
 #endif
-#ifdef TESSERA_ENABLE_PROBES
-    constexpr std::string_view probes = "on";
-#else
-    constexpr std::string_view probes = "off";
-#endif
     const int affinity = affinity_count();
     const char* env_threads = std::getenv("TESSERA_NUM_THREADS");
 
@@ -94,8 +89,7 @@ void print_machine_facts(std::FILE* out) {
                "unknown"
 #endif
     );
-    fmt::print(out, "  build        {}, NDEBUG {}, probes {}\n", TESSERA_BUILD_TYPE, ndebug,
-               probes);
+    fmt::print(out, "  build        {}, NDEBUG {}\n", TESSERA_BUILD_TYPE, ndebug);
     fmt::print(out, "  TESSERA_NUM_THREADS  {}\n",
                env_threads != nullptr ? env_threads : "(unset)");
     fmt::print(out, "  date         {:%Y-%m-%d %H:%M:%S}\n", fmt::localtime(std::time(nullptr)));

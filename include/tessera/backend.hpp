@@ -3,17 +3,16 @@
 #pragma once
 
 #include <tessera/detail/backend_core.hpp>
-#include <tessera/detail/fork_join.hpp>
+#include <tessera/detail/runtime.hpp>
 #include <tessera/session.hpp>
 #include <tessera/stats.hpp>
-
-#include <oneapi/tbb/task_arena.h>
 
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 namespace tessera {
 
@@ -126,8 +125,7 @@ public:
             ++session_access::counters(*open).nested_reuses;
             return std::invoke(fn, *open);
         }
-        tbb::task_arena* arena = core.arena();
-        if (arena == nullptr) return session_access::open(core, entry_kind::inline_thread, fn);
+        if (!core.has_arena()) return session_access::open(core, entry_kind::inline_thread, fn);
         // Inside the work of another backend (its session or its parallel chunk) this thread
         // holds a slot of that backend's arena. Waiting here for a slot of this one could close
         // a cycle (two backends calling into each other, each thread holding the slot the other
@@ -135,27 +133,17 @@ public:
         if ((ts.innermost != nullptr || ts.chunk_of != nullptr) && ts.chunk_of != &core)
             return session_access::open(core, entry_kind::nested_serial, fn);
 
-        // Isolation keeps this thread from picking up unrelated tasks (another session's chunks)
-        // while it waits inside the session.
+        // The arena entry (or, inside one of this backend's chunks, the child session) is the
+        // compiled runtime's: the result travels back through `out`.
         const entry_kind kind = ts.chunk_of == &core ? entry_kind::child : entry_kind::arena;
-        auto isolated = [&]() -> result {
-            return tbb::this_task_arena::isolate(
-                [&]() -> result { return session_access::open(core, kind, fn); });
-        };
-        if (kind == entry_kind::child) return isolated();
-        // With every slot taken, oneTBB may run the entry on an arena thread: the fork/join edges
-        // for ThreadSanitizer. They are the entry's first member, so that thread names them from
-        // the entry's address without reading anything first.
-        struct arena_entry {
-            detail::fork_join edges;
-            decltype(isolated)& body;
-            result operator()() {
-                detail::fork_join::piece in_arena(edges);
-                return body();
-            }
-        } entry{{}, isolated};
-        entry.edges.fork();
-        return arena->execute(entry);
+        if constexpr (std::is_void_v<result>) {
+            detail::run_in_arena(core, kind, [&fn](session& s) { std::invoke(fn, s); });
+        } else {
+            std::optional<result> out;
+            detail::run_in_arena(core, kind,
+                                 [&fn, &out](session& s) { out.emplace(std::invoke(fn, s)); });
+            return std::move(*out);
+        }
     }
 
     /// Returns a snapshot of the counters (see tessera::stats). Thread-safe.

@@ -1,6 +1,6 @@
-// tessera/format.hpp - fmt::formatter specializations for tessera::shape, tensor_view<T> and
-// tensor<T>. This header includes <fmt/format.h>; it is needed only to format tensors with fmt
-// (fmt::format("{}", t)), and whoever includes it links fmt themselves. The core headers never
+// tessera/format.hpp - fmt::formatter specializations for tessera::shape, tessera::stats,
+// tensor_view<T> and tensor<T>. This header includes <fmt/format.h>; it is needed only to format
+// them with fmt (fmt::format("{}", t)), and whoever includes it links fmt themselves. The core headers never
 // include fmt; tessera/print.hpp offers to_string and operator<< without it.
 #pragma once
 
@@ -30,6 +30,10 @@ struct to_string_formatter : fmt::formatter<std::string_view> {
 /// Formats a shape as "[3,4]".
 template <>
 struct fmt::formatter<tessera::shape> : tessera::detail::to_string_formatter<tessera::shape> {};
+
+/// Formats a stats snapshot as "sessions=1 arena_entries=1 ...".
+template <>
+struct fmt::formatter<tessera::stats> : tessera::detail::to_string_formatter<tessera::stats> {};
 
 /// Formats a view (mutable or read-only) like tessera::to_string: NumPy-style nested brackets.
 template <class T>

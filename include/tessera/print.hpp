@@ -1,10 +1,11 @@
-// tessera/print.hpp - text output for shapes, views and tensors: tessera::to_string and
-// operator<<, laid out like NumPy's str(). This header does not include fmt; to write
+// tessera/print.hpp - text output for shapes, views, tensors and stats: tessera::to_string and
+// operator<<, tensors laid out like NumPy's str(). This header does not include fmt; to write
 // fmt::format("{}", t) include the opt-in tessera/format.hpp instead.
 #pragma once
 
 #include <tessera/dtype.hpp>
 #include <tessera/shape.hpp>
+#include <tessera/stats.hpp>
 #include <tessera/tensor.hpp>
 #include <tessera/tensor_view.hpp>
 
@@ -16,6 +17,10 @@ namespace tessera {
 /// Formats a shape as its extents in brackets, e.g. "[3,4]" ("[]" for rank 0), as error
 /// messages do.
 std::string to_string(const shape& s);
+
+/// Formats every counter of a snapshot as "name=value" pairs separated by spaces, in the order of
+/// the counter list (stats.hpp): "sessions=1 arena_entries=1 inline_entries=0 ...".
+std::string to_string(const stats& st);
 
 /// Formats the elements of a view in logical (row-major) order, whatever its strides, like NumPy:
 ///
@@ -56,6 +61,9 @@ std::string to_string(const tensor<T>& t) {
 
 /// Writes to_string(s) to `os`.
 std::ostream& operator<<(std::ostream& os, const shape& s);
+
+/// Writes to_string(st) to `os`.
+std::ostream& operator<<(std::ostream& os, const stats& st);
 
 /// Writes to_string(v) to `os`.
 template <element T>

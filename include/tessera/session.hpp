@@ -6,6 +6,7 @@
 
 #include <tessera/detail/backend_core.hpp>
 #include <tessera/detail/check.hpp>
+#include <tessera/detail/runtime.hpp>
 #include <tessera/detail/thread_state.hpp>
 
 #include <cstddef>
@@ -16,10 +17,6 @@ namespace tessera {
 
 namespace detail {
 struct session_access;
-/// How a session was opened: by entering the arena, inline on a one-thread backend, as a child
-/// session inside a parallel chunk of its own backend, or inline and serial inside the work of
-/// another backend (see backend::run).
-enum class entry_kind { arena, inline_thread, child, nested_serial };
 [[noreturn]] void throw_block_too_large(std::size_t bytes);
 }  // namespace detail
 
@@ -54,7 +51,7 @@ private:
           prev_(ts.innermost),
           saved_chunk_of_(ts.chunk_of),
           owner_(&ts),
-          serial_(kind == detail::entry_kind::nested_serial || core.arena() == nullptr) {
+          serial_(kind == detail::entry_kind::nested_serial || !core.has_arena()) {
         counters_.sessions = 1;
         switch (kind) {
             case detail::entry_kind::arena: counters_.arena_entries = 1; break;
@@ -90,9 +87,9 @@ namespace detail {
 /// The internal face of a session that ops and the backend use.
 struct session_access {
     static backend_core& core(session& s) noexcept { return *s.core_; }
-    /// The arena this session's ops may fan out on: null for a serial session (a one-thread
-    /// backend's, or one opened inside another backend's work).
-    static tbb::task_arena* arena(session& s) noexcept { return s.serial_ ? nullptr : s.core_->arena(); }
+    /// True when this session's ops may fan out on the backend's arena: false for a serial
+    /// session (a one-thread backend's, or one opened inside another backend's work).
+    static bool may_fan_out(const session& s) noexcept { return !s.serial_; }
     static session_counters& counters(session& s) noexcept { return s.counters_; }
     static workspace& workspace_of(session& s) noexcept { return *s.ws_; }
     static bool belongs_to(const session& s, const backend_core& core) noexcept {

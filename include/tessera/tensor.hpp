@@ -1,6 +1,6 @@
 // tessera/tensor.hpp - tessera::tensor<T>, an owning, move-only, dense row-major array whose
-// storage comes from a session's workspace, and its makers: empty, zeros, full, arange, from,
-// uniform and normal (clone and contiguous copies are in ops/structural.hpp).
+// storage comes from a session's workspace, and its makers: empty, zeros, full, arange and from
+// (uniform and normal are in random.hpp; clone and contiguous copies in ops/structural.hpp).
 #pragma once
 
 #include <tessera/dtype.hpp>
@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <random>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -211,48 +210,6 @@ tensor<T> from(session& s, const shape& shape, std::span<const T> values) {
     tensor<T> t = tensor<T>::uninitialized(s, shape);
     std::copy(values.begin(), values.end(), t.data());
     return t;
-}
-
-namespace detail {
-template <class T, class Draw>
-tensor<T> random_fill(session& s, const shape& shape, Draw draw) {
-    tensor<T> t = tensor<T>::uninitialized(s, shape);
-    for (T& v : t.values()) {
-        if constexpr (is_complex_v<T>) {
-            const auto re = draw();
-            v = T(re, draw());
-        } else {
-            v = static_cast<T>(draw());
-        }
-    }
-    return t;
-}
-}  // namespace detail
-
-/// Returns a tensor of `shape` with values drawn uniformly from [low, high) (integers: [low,
-/// high]; complex: real and imaginary parts each), reproducibly for a given `seed`.
-template <numeric T>
-tensor<T> uniform(session& s, const shape& shape, real_type_t<T> low, real_type_t<T> high,
-                  std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    using R = real_type_t<T>;
-    if constexpr (std::is_integral_v<R>) {
-        std::uniform_int_distribution<R> dist(low, high);
-        return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
-    } else {
-        std::uniform_real_distribution<R> dist(low, high);
-        return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
-    }
-}
-
-/// Returns a tensor of `shape` with normally distributed values (complex: real and imaginary
-/// parts each), reproducibly for a given `seed`.
-template <floating T>
-tensor<T> normal(session& s, const shape& shape, real_type_t<T> mean, real_type_t<T> stddev,
-                 std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<real_type_t<T>> dist(mean, stddev);
-    return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
 }
 
 }  // namespace tessera

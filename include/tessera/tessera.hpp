@@ -14,6 +14,7 @@
 #include <tessera/ops/structural.hpp>
 #include <tessera/parallel.hpp>
 #include <tessera/print.hpp>
+#include <tessera/random.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/stats.hpp>

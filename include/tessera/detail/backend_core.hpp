@@ -1,7 +1,7 @@
-// tessera/detail/backend_core.hpp - the state a backend owns: the task_arena (none for one thread),
-// the workspace table, the shared pool and the published counters. Construction, teardown, the
-// slow lease and pool paths and stats() live in src/backend.cpp and src/buffer_pool.cpp.
-// Includes oneTBB.
+// tessera/detail/backend_core.hpp - the state a backend owns: the task_arena (none for one thread;
+// held opaquely, so this header does not include oneTBB), the workspace table, the shared pool and
+// the published counters. Construction, teardown, the slow lease and pool paths and stats() live
+// in src/backend.cpp and src/buffer_pool.cpp.
 #pragma once
 
 #include <tessera/detail/counters.hpp>
@@ -9,8 +9,6 @@
 #include <tessera/detail/pool.hpp>
 #include <tessera/detail/thread_state.hpp>
 #include <tessera/stats.hpp>
-
-#include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
 #include <cstddef>
@@ -39,6 +37,9 @@ struct alignas(64) workspace {
     plan_slots plans;
 };
 
+/// The backend's oneTBB arena; defined in src/arena.hpp, where the runtime uses it.
+struct arena_state;
+
 class backend_core {
 public:
     explicit backend_core(const backend_settings& settings);
@@ -48,8 +49,13 @@ public:
 
     std::uint64_t id() const noexcept { return id_; }
     const backend_settings& settings() const noexcept { return settings_; }
-    /// The arena, or nullptr for a one-thread backend (which never touches oneTBB).
-    tbb::task_arena* arena() noexcept { return arena_.get(); }
+    /// False for a one-thread backend, which has no arena and never touches oneTBB.
+    bool has_arena() const noexcept { return arena_ != nullptr; }
+    /// The arena; has_arena() must be true.
+    arena_state& arena() noexcept { return *arena_; }
+    /// The arena's slots: threads - 1 workers, plus session_slots reserved for application
+    /// threads. oneTBB numbers the threads in the arena 0 to arena_slots() - 1.
+    int arena_slots() const noexcept { return settings_.threads - 1 + settings_.session_slots; }
     /// The einsum plans shared by every session of this backend.
     plan_cache& plans() noexcept { return plans_; }
 
@@ -95,7 +101,7 @@ private:
     std::uint64_t id_;
     backend_settings settings_;
     int requested_threads_ = 1;  // settings_.threads before the process's limit applied
-    std::unique_ptr<tbb::task_arena> arena_;
+    std::unique_ptr<arena_state> arena_;
     std::unique_ptr<workspace[]> table_;
 
     mutable std::mutex mutex_;  // guards shared_ and overflow_

@@ -1,6 +1,9 @@
 // tessera/detail/counters.hpp - the counters a session keeps in plain integers, and their published
-// copy in a workspace that backend::stats() reads while sessions run.
+// copy in a workspace that backend::stats() reads while sessions run. Both are generated from
+// TESSERA_SESSION_COUNTERS (stats.hpp), the one list of counters.
 #pragma once
+
+#include <tessera/stats.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -9,55 +12,35 @@ namespace tessera::detail {
 
 /// Plain counters owned by one session: incrementing them is an ordinary add on the hot path.
 struct session_counters {
-    std::uint64_t sessions = 0;
-    std::uint64_t arena_entries = 0;
-    std::uint64_t inline_entries = 0;
-    std::uint64_t nested_reuses = 0;
-    std::uint64_t child_sessions = 0;
-    std::uint64_t parallel_dispatches = 0;
-    std::uint64_t inline_dispatches = 0;
-    std::uint64_t pool_hits = 0;
-    std::uint64_t pool_misses = 0;
-    std::uint64_t pool_trims = 0;
-    std::uint64_t pool_bypasses = 0;
-    std::uint64_t plan_cache_hits = 0;
-    std::uint64_t plan_cache_misses = 0;
+#define TESSERA_PLAIN_COUNTER(name, meaning) std::uint64_t name = 0;
+    TESSERA_SESSION_COUNTERS(TESSERA_PLAIN_COUNTER)
+#undef TESSERA_PLAIN_COUNTER
 };
 
 /// The same counters, published once per session. Only the workspace's current leaseholder writes
 /// (the lease's acquire/release orders successive holders), so a relaxed load plus store is enough:
 /// no read-modify-write, no lock prefix. stats() reads them with relaxed loads.
 struct published_counters {
-    std::atomic<std::uint64_t> sessions{0};
-    std::atomic<std::uint64_t> arena_entries{0};
-    std::atomic<std::uint64_t> inline_entries{0};
-    std::atomic<std::uint64_t> nested_reuses{0};
-    std::atomic<std::uint64_t> child_sessions{0};
-    std::atomic<std::uint64_t> parallel_dispatches{0};
-    std::atomic<std::uint64_t> inline_dispatches{0};
-    std::atomic<std::uint64_t> pool_hits{0};
-    std::atomic<std::uint64_t> pool_misses{0};
-    std::atomic<std::uint64_t> pool_trims{0};
-    std::atomic<std::uint64_t> pool_bypasses{0};
-    std::atomic<std::uint64_t> plan_cache_hits{0};
-    std::atomic<std::uint64_t> plan_cache_misses{0};
+#define TESSERA_PUBLISHED_COUNTER(name, meaning) std::atomic<std::uint64_t> name{0};
+    TESSERA_SESSION_COUNTERS(TESSERA_PUBLISHED_COUNTER)
+#undef TESSERA_PUBLISHED_COUNTER
     std::atomic<std::uint64_t> bytes_retained{0};
 
+    /// Adds a closing session's counters and records the workspace's retained bytes.
     void merge(const session_counters& c, std::uint64_t retained) noexcept {
-        add(sessions, c.sessions);
-        add(arena_entries, c.arena_entries);
-        add(inline_entries, c.inline_entries);
-        add(nested_reuses, c.nested_reuses);
-        add(child_sessions, c.child_sessions);
-        add(parallel_dispatches, c.parallel_dispatches);
-        add(inline_dispatches, c.inline_dispatches);
-        add(pool_hits, c.pool_hits);
-        add(pool_misses, c.pool_misses);
-        add(pool_trims, c.pool_trims);
-        add(pool_bypasses, c.pool_bypasses);
-        add(plan_cache_hits, c.plan_cache_hits);
-        add(plan_cache_misses, c.plan_cache_misses);
+#define TESSERA_MERGE_COUNTER(name, meaning) add(name, c.name);
+        TESSERA_SESSION_COUNTERS(TESSERA_MERGE_COUNTER)
+#undef TESSERA_MERGE_COUNTER
         bytes_retained.store(retained, std::memory_order_relaxed);
+    }
+
+    /// Adds these counters and the retained bytes to a snapshot.
+    void add_to(stats& to) const noexcept {
+        constexpr auto relaxed = std::memory_order_relaxed;
+#define TESSERA_READ_COUNTER(name, meaning) to.name += name.load(relaxed);
+        TESSERA_SESSION_COUNTERS(TESSERA_READ_COUNTER)
+#undef TESSERA_READ_COUNTER
+        to.bytes_retained += bytes_retained.load(relaxed);
     }
 
 private:

@@ -2,20 +2,19 @@
 // validation helpers, operand preparation (copies into workspace blocks only when Eigen cannot
 // read the strides), the choice between the compile-time tiny kernels, a plain loop and Eigen's
 // GEMM, and the split of the work into items for one inline-or-parallel dispatch per op.
-// Part of ops/matmul.hpp; it includes Eigen (through gemm.hpp) and oneTBB.
+// Part of ops/matmul.hpp; it includes Eigen (through gemm.hpp).
 #pragma once
 
 #include <tessera/detail/elementwise.hpp>
 #include <tessera/detail/gemm.hpp>
 #include <tessera/detail/parallel.hpp>
+#include <tessera/detail/runtime.hpp>
 #include <tessera/detail/small_matmul.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor.hpp>
 #include <tessera/tensor_view.hpp>
-
-#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
@@ -176,7 +175,7 @@ private:
 /// arena 0..max_concurrency-1, and a thread runs one item at a time (Eigen's kernel never waits
 /// on oneTBB, so no other item can start on it midway).
 inline std::size_t pack_slot(std::size_t slots) noexcept {
-    const int slot = tbb::this_task_arena::current_thread_index();
+    const int slot = arena_thread_index();
     TESSERA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < slots,
                   "matmul: a parallel product ran on a thread outside the arena");
     return static_cast<std::size_t>(slot);
@@ -285,8 +284,7 @@ void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
         std::max<std::size_t>(1, saturating_mul(saturating_mul(tm, tn), std::max<std::size_t>(k, 1)) /
                                      fma_per_work_unit);
     const std::size_t grain_items = std::max<std::size_t>(1, grain / item_units);
-    tbb::task_arena* arena = session_access::arena(s);
-    const bool parallel = arena != nullptr && items > grain_items;
+    const bool parallel = session_access::may_fan_out(s) && items > grain_items;
 
     // Eigen's pack buffers: one per arena thread when items run in parallel, from the workspace.
     gemm_blocking blocking;
@@ -299,7 +297,7 @@ void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
         lc = layout_of(matrix_at<T>(cw, 0), true);
         blocking = gemm_blocking_for<T>(static_cast<std::ptrdiff_t>(tm), static_cast<std::ptrdiff_t>(tn),
                                         static_cast<std::ptrdiff_t>(k), lc.order);
-        slots = parallel ? static_cast<std::size_t>(arena->max_concurrency()) : 1;
+        slots = parallel ? static_cast<std::size_t>(session_access::core(s).arena_slots()) : 1;
         packs = tensor<T>::uninitialized(
             s, shape::of_length((slots * blocking.bytes + sizeof(T) - 1) / sizeof(T)));
     }

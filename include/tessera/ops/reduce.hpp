@@ -1,5 +1,5 @@
 // tessera/ops/reduce.hpp - reductions over any set of axes: sum, prod, mean, max, min, norm (L2),
-// argmax and argmin, their scalar *_all forms, and the engine under them. Includes oneTBB.
+// argmax and argmin, their scalar *_all forms, and the engine under them.
 //
 // Each reduction is a function object with three forms:
 //   tessera::sum(s, a)                            over every axis: a rank-0 tensor
@@ -27,7 +27,7 @@
 // with log n rather than n: a 10M-element float sum stays within ~1e-7 of the exact value, where a
 // plain float loop is off by ~3e-5 (random values) or ~1e-2 (adding 0.1f ten million times).
 // The tree depends only on the input's shape and strides, never on the thread count or on
-// timing: a parallel run (tbb::parallel_deterministic_reduce over the same tree) returns
+// timing: a parallel run (the runtime's tree_reduce over the same tree) returns
 // bit-for-bit what a one-thread run returns.
 //
 // Parallel policy: an op whose work (elements read) is at most the backend's grain runs inline
@@ -41,7 +41,14 @@
 // non-empty reduction for max/min/argmax/argmin. Messages name the op.
 #pragma once
 
-#include <oneapi/tbb/parallel_reduce.h>
+#include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/parallel.hpp>
+#include <tessera/detail/runtime.hpp>
+#include <tessera/dtype.hpp>
+#include <tessera/session.hpp>
+#include <tessera/shape.hpp>
+#include <tessera/tensor.hpp>
+#include <tessera/tensor_view.hpp>
 
 #include <algorithm>
 #include <array>
@@ -56,14 +63,6 @@
 #include <memory>
 #include <ranges>
 #include <span>
-#include <tessera/detail/elementwise.hpp>
-#include <tessera/detail/fork_join.hpp>
-#include <tessera/detail/parallel.hpp>
-#include <tessera/dtype.hpp>
-#include <tessera/session.hpp>
-#include <tessera/shape.hpp>
-#include <tessera/tensor.hpp>
-#include <tessera/tensor_view.hpp>
 #include <type_traits>
 
 namespace tessera {
@@ -634,15 +633,6 @@ lane_values<typename P::acc, W> reduce_tile_leaf(const T* p, std::ptrdiff_t lane
     return acc;
 }
 
-/// Where the pairwise tree splits a node of `n` > 1 leaves: halves for a power of two, else the
-/// largest power of two first. This is the tree a binary counter builds when leaves arrive one by
-/// one (perfect subtrees for the set bits of n, joined right to left), so a group of outputs can
-/// also be reduced streaming, leaf after leaf (see reduction_runner::run_streamed).
-constexpr std::size_t tree_split(std::size_t n) noexcept {
-    const std::size_t p = std::bit_floor(n);
-    return p == n ? n / 2 : p;
-}
-
 /// The pairwise tree over leaves [lo, hi): a leaf alone, else the join of the two parts split by
 /// tree_split. Every path below (serial, streamed or parallel) reduces with exactly this tree.
 template <class V, class Leaf, class Join>
@@ -652,59 +642,6 @@ V reduce_tree(std::size_t lo, std::size_t hi, const Leaf& leaf, const Join& join
     const V left = reduce_tree<V>(lo, mid, leaf, join);
     return join(left, reduce_tree<V>(mid, hi, leaf, join));
 }
-
-/// A TBB range of leaves that splits where reduce_tree does.
-struct leaf_range {
-    std::size_t lo, hi, grain;
-    leaf_range(std::size_t l, std::size_t h, std::size_t g) noexcept : lo(l), hi(h), grain(g) {}
-    leaf_range(leaf_range& r, tbb::split) noexcept
-        : lo(r.lo + tree_split(r.hi - r.lo)), hi(r.hi), grain(r.grain) {
-        r.hi = lo;
-    }
-    bool empty() const noexcept { return hi <= lo; }
-    bool is_divisible() const noexcept { return hi - lo > grain; }
-};
-
-/// Enters a reduce_step on construction, before any member of the derived object is initialised.
-struct entered_reduce_step {
-    entered_reduce_step() noexcept { reduce_step::enter(); }
-};
-
-/// The body of tbb::parallel_deterministic_reduce: each body reduces one leaf range with
-/// reduce_tree and joins run in the tree's order, so the result equals reduce_tree(0, n).
-/// Splits, runs and joins happen on whichever threads oneTBB picks, so each is a reduce_step: the
-/// first base enters before a split reads `other`, and each constructor leaves once its body is
-/// written. (Nothing at all without ThreadSanitizer.)
-template <class V, class Leaf, class Join>
-struct tree_body : private entered_reduce_step {
-    const Leaf* leaf;
-    const Join* combine;
-    const backend_core* core;
-    V value{};
-    bool engaged = false;
-
-    tree_body(const Leaf& l, const Join& j, const backend_core& c) noexcept
-        : leaf(&l), combine(&j), core(&c) {
-        reduce_step::leave();
-    }
-    tree_body(tree_body& other, tbb::split) noexcept
-        : leaf(other.leaf), combine(other.combine), core(other.core) {
-        reduce_step::leave();
-    }
-    void operator()(const leaf_range& r) {
-        reduce_step step;
-        chunk_scope in_chunk(*core);
-        const V v = reduce_tree<V>(r.lo, r.hi, *leaf, *combine);
-        value = engaged ? (*combine)(value, v) : v;
-        engaged = true;
-    }
-    void join(tree_body& rhs) {
-        reduce_step step;
-        if (!rhs.engaged) return;
-        value = engaged ? (*combine)(value, rhs.value) : rhs.value;
-        engaged = true;
-    }
-};
 
 /// The reduction after validation: reduced axes as one walk, kept axes as the output index space.
 template <class T, class R>
@@ -1026,22 +963,29 @@ private:
     // One output (scalar mode) or tile of W outputs whose tree is split across the arena.
     template <bool Tile>
     void run_split(std::size_t g, std::size_t leaf_grain, const backend_core& core) const {
+        using V = value_t<Tile>;
+        static_assert(std::is_trivially_copyable_v<V> && sizeof(V) <= max_tree_value &&
+                      alignof(V) <= alignof(std::max_align_t));
         const group at = Tile ? columns_at(g, W) : position(g);
         const auto leaf = leaf_of<Tile>(at);
         const auto join = joiner<Tile>();
-        tree_body<value_t<Tile>, decltype(leaf), decltype(join)> body(leaf, join, core);
-        {
-            const reduce_step::joined after;  // the join edge, also when a step throws
-            tbb::parallel_deterministic_reduce(leaf_range(0, leaves_, leaf_grain), body,
-                                               tbb::simple_partitioner());
-        }
+        V value{};
+        tree_reduce(
+            core, leaves_, leaf_grain, &value,
+            [&](void* v, std::size_t lo, std::size_t hi) {
+                std::construct_at(static_cast<V*>(v), reduce_tree<V>(lo, hi, leaf, join));
+            },
+            [&](void* left, const void* right) {
+                V& l = *static_cast<V*>(left);
+                l = join(l, *static_cast<const V*>(right));
+            });
         if constexpr (Tile) {
             for (std::size_t w = 0; w < at.width; ++w) {
                 const auto o = static_cast<std::ptrdiff_t>(w);
-                write_one(at.out + o * p_.lane_out, at.in + o * p_.lane_in, body.value.v[w]);
+                write_one(at.out + o * p_.lane_out, at.in + o * p_.lane_in, value.v[w]);
             }
         } else {
-            write_one(at.out, at.in, body.value);
+            write_one(at.out, at.in, value);
         }
     }
 
@@ -1052,7 +996,7 @@ private:
         const std::size_t n = std::max<std::size_t>(p_.red.count, 1);
         const std::size_t groups = Tile ? streams_ : p_.outputs;
         const std::size_t grain = core.settings().grain;
-        if (p_.outputs * n <= grain || session_access::arena(s) == nullptr) {
+        if (p_.outputs * n <= grain || !session_access::may_fan_out(s)) {
             ++counters.inline_dispatches;
             for (std::size_t g = 0; g < groups; ++g) run_serial(g);
             return;

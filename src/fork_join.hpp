@@ -1,9 +1,9 @@
-// tessera/detail/fork_join.hpp - tells ThreadSanitizer about the ordering oneTBB guarantees when
-// tessera hands work to it. oneTBB's scheduler lives in libtbb, which is not built with TSan, so
-// TSan cannot see that a task runs after it was spawned or that parallel_for returns after its
-// chunks: every chunk's read of the caller's data would look like a race. Each place that hands
-// work to oneTBB (parallel_for, parallel_deterministic_reduce, task_arena::execute) annotates the
-// two edges oneTBB documents, and nothing more:
+// fork_join.hpp (private to the compiled runtime) - tells ThreadSanitizer about the ordering
+// oneTBB guarantees when tessera hands work to it. oneTBB's scheduler lives in libtbb, which is not
+// built with TSan, so TSan cannot see that a task runs after it was spawned or that parallel_for
+// returns after its chunks: every chunk's read of the caller's data would look like a race. Each
+// place that hands work to oneTBB (runtime.cpp: parallel_for, parallel_invoke,
+// task_arena::execute) annotates the two edges oneTBB documents, and nothing more:
 //   fork: what the caller did before handing the work over happens before every piece of it;
 //   join: every piece happens before what the caller does after the hand-over returns.
 // Pieces are not ordered with each other, so a race between two chunks is still reported. What
@@ -44,6 +44,9 @@ public:
     ~fork_join() { tsan_acquire(&join_); }
     /// The fork edge: everything this thread did so far happens before every piece.
     void fork() noexcept { tsan_release(&fork_); }
+    /// The join edge taken early, inside a piece: the pieces finished so far (those it waited
+    /// for, e.g. the children of a reduction tree node) happen before what follows.
+    void join_point() noexcept { tsan_acquire(&join_); }
     fork_join(const fork_join&) = delete;
     fork_join& operator=(const fork_join&) = delete;
 
@@ -64,36 +67,6 @@ private:
     // Only their addresses matter: they name the two synchronisation points for TSan.
     char fork_ = 0;
     char join_ = 0;
-};
-
-/// The steps of a reduction tree under oneTBB's parallel_deterministic_reduce: a body's split, run
-/// and join. A split or a join reads a body that another thread wrote, and the hand-over between
-/// them happens inside oneTBB, so for ThreadSanitizer every step enters and leaves one
-/// process-wide point: enter() acquires it, leave() releases it. (A split constructor has no way
-/// to name a per-reduction point before it reads the body it splits.) This is coarser than
-/// fork_join: it orders the tree steps of all reductions with each other, so a race between two
-/// reductions' trees would go unreported; races in chunks and everywhere else still are. The
-/// caller's fork is the root body's construction (a step), its join a `joined` around the reduce.
-class reduce_step {
-public:
-    reduce_step() noexcept { enter(); }
-    ~reduce_step() { leave(); }
-    reduce_step(const reduce_step&) = delete;
-    reduce_step& operator=(const reduce_step&) = delete;
-
-    static void enter() noexcept { tsan_acquire(&point_); }
-    static void leave() noexcept { tsan_release(&point_); }
-
-    /// The caller's join edge: enters when the scope ends, also by an exception.
-    struct joined {
-        joined() noexcept = default;
-        ~joined() { enter(); }
-        joined(const joined&) = delete;
-        joined& operator=(const joined&) = delete;
-    };
-
-private:
-    static inline char point_ = 0;
 };
 
 }  // namespace tessera::detail

@@ -1,0 +1,95 @@
+// The compiled runtime (tessera/detail/runtime.hpp): every place tessera hands work to oneTBB.
+// Each hand-over carries the fork and join edges that ThreadSanitizer cannot see through oneTBB
+// (fork_join.hpp), and every piece of parallel work is marked as a chunk of its backend, so
+// that backend::run inside it opens a child session rather than entering the arena again.
+#include "arena.hpp"
+
+#include "fork_join.hpp"
+#include <tessera/detail/runtime.hpp>
+#include <tessera/detail/thread_state.hpp>
+#include <tessera/session.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_invoke.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstddef>
+
+namespace tessera::detail {
+
+void run_in_arena(backend_core& core, entry_kind kind, function_ref<void(session&)> body) {
+    const auto isolated = [&] {
+        tbb::this_task_arena::isolate([&] { session_access::open(core, kind, body); });
+    };
+    if (kind == entry_kind::child) return isolated();
+    // With every slot taken, oneTBB may run the entry on an arena thread: the fork/join edges for
+    // ThreadSanitizer. They are the entry's first member, so that thread names them from the
+    // entry's address without reading anything first.
+    struct arena_entry {
+        fork_join edges;
+        const decltype(isolated)& run;
+        void operator()() {
+            fork_join::piece in_arena(edges);
+            run();
+        }
+    } entry{{}, isolated};
+    entry.edges.fork();
+    core.arena().arena.execute(entry);
+}
+
+void fan_out(const backend_core& core, std::size_t n, std::size_t grain,
+             function_ref<void(std::size_t, std::size_t)> body) {
+    fork_join edges;
+    const auto chunk = [&](const tbb::blocked_range<std::size_t>& r) {
+        fork_join::piece in_piece(edges);
+        chunk_scope in_chunk(core);
+        body(r.begin(), r.end());
+    };
+    edges.fork();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk);
+}
+
+namespace {
+
+// One node [lo, hi) of the tree: a subtree of at most `grain` leaves is one piece of work; above
+// that the two children run as parallel tasks, the right one into a buffer on this frame, and are
+// joined here, in the tree's shape. Each node is a piece of the hand-over: its result is written
+// before its join edge is released, and a parent acquires the join edge before reading its
+// children's results.
+struct tree_node_runner {
+    const backend_core& core;
+    std::size_t grain;
+    function_ref<void(void*, std::size_t, std::size_t)> range;
+    function_ref<void(void*, const void*)> join;
+    fork_join& edges;
+
+    void operator()(void* value, std::size_t lo, std::size_t hi) const {
+        fork_join::piece in_piece(edges);
+        if (hi - lo <= grain) {
+            chunk_scope in_chunk(core);
+            range(value, lo, hi);
+            return;
+        }
+        const std::size_t mid = lo + tree_split(hi - lo);
+        alignas(std::max_align_t) unsigned char right[max_tree_value];
+        tbb::parallel_invoke([&] { (*this)(value, lo, mid); }, [&] { (*this)(right, mid, hi); });
+        edges.join_point();
+        join(value, right);
+    }
+};
+
+}  // namespace
+
+void tree_reduce(const backend_core& core, std::size_t n, std::size_t grain, void* result,
+                 function_ref<void(void*, std::size_t, std::size_t)> range,
+                 function_ref<void(void*, const void*)> join) {
+    fork_join edges;
+    const tree_node_runner run{core, grain < 1 ? 1 : grain, range, join, edges};
+    edges.fork();
+    run(result, 0, n);
+}
+
+int arena_thread_index() noexcept { return tbb::this_task_arena::current_thread_index(); }
+
+}  // namespace tessera::detail
