@@ -46,13 +46,14 @@ tensor<T> uniform(session& s, const shape& shape, real_type_t<T> low, real_type_
     }
 }
 
-/// Returns a tensor of `shape` with normally distributed values (complex: real and imaginary
-/// parts each), reproducibly for a given `seed`.
+/// Returns a tensor of `shape` with values drawn from the normal distribution of mean `mu` and
+/// standard deviation `sigma` (complex: real and imaginary parts each), reproducibly for a given
+/// `seed`.
 template <floating T>
-tensor<T> normal(session& s, const shape& shape, real_type_t<T> mean, real_type_t<T> stddev,
+tensor<T> normal(session& s, const shape& shape, real_type_t<T> mu, real_type_t<T> sigma,
                  std::uint64_t seed) {
     std::mt19937_64 rng(seed);
-    std::normal_distribution<real_type_t<T>> dist(mean, stddev);
+    std::normal_distribution<real_type_t<T>> dist(mu, sigma);
     return detail::random_fill<T>(s, shape, [&] { return dist(rng); });
 }
 

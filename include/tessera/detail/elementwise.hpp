@@ -1,6 +1,6 @@
 // tessera/detail/elementwise.hpp - the engine under every elementwise op: NumPy broadcasting,
 // validation (shapes, aliasing) before any write, axis collapsing so that dense operands run as
-// one flat loop, and the inline-or-parallel decision. Includes oneTBB (through parallel.hpp).
+// one flat loop, and the inline-or-parallel decision.
 #pragma once
 
 #include <tessera/detail/parallel.hpp>

@@ -3,7 +3,7 @@
 // Start with tessera::contiguous. Copies whose source walks memory across the destination's rows
 // (transposes, permutes) run a cache-blocked transpose; the rest copy row runs (memcpy when both
 // sides are unit-stride).
-// Every op validates all operands before it writes anything. Includes oneTBB (through detail/).
+// Every op validates all operands before it writes anything.
 #pragma once
 
 #include <tessera/detail/elementwise.hpp>
