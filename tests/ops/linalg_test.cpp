@@ -469,6 +469,311 @@ TYPED_TEST(LinalgTypedTest, SlogdetAvoidsOverflowAndReportsSingular) {
     });
 }
 
+// ---- determinants near the ends of the range -----------------------------------------------------
+
+/// A relative error bound for a determinant computed in T: 8 n eps times its condition number
+/// under relative perturbations of the entries, sum |a_ij (A^-1)_ji| (entry a_ij enters det(A)
+/// through its cofactor, and a_ij C_ij / det(A) = a_ij (A^-1)_ji).
+template <class T>
+double det_tolerance(const wide& a, std::size_t n) {
+    const wide inv = ref_solve(a, identity(n), n, n);
+    long double kappa = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) kappa += std::abs(a[i * n + j] * inv[j * n + i]);
+    return 8.0 * static_cast<double>(n) * eps<T>() * static_cast<double>(kappa);
+}
+
+/// Copies the row-major n x n matrix `m` into item `item` of the contiguous [..., n, n] tensor `a`.
+template <class T>
+void put_item(tensor<T>& a, std::size_t item, const std::vector<T>& m) {
+    std::copy(m.begin(), m.end(), a.data() + item * m.size());
+}
+
+/// A well-conditioned n x n matrix (n = 2, 3 or 4) with a representable determinant of about
+/// 2^(max_exponent - 3) t, 1 <= |t| <= 6 (4.5e307 to 1.1e308 for double), whose closed form
+/// overflows on the way. The closed forms expand along a line: row 0 for n <= 3, column 3 for
+/// Eigen's 4 x 4 formula. On that line the first product, entry times minor, is 20 to 24 times
+/// 2^(max_exponent - 3) (above the largest finite value), the middle ones are small and the last
+/// cancels the first, so the first partial sum overflows even where the compiler fuses
+/// multiply-adds. All terms carry the same power of two: rows are scaled by 2^(max_exponent - 3)
+/// split evenly (entries around 1e154 for n = 2, 1e102 for n = 3, 1e77 for n = 4) and, for
+/// complex T, turned by random unit phases.
+template <class T>
+std::vector<T> overflowing_closed_form(std::size_t n, std::mt19937_64& rng) {
+    using R = real_t<T>;
+    using L = long double;
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    auto in = [&](double lo, double hi) {  // magnitude in [lo, hi], random sign
+        const double x = lo + (hi - lo) * (0.5 + 0.5 * u(rng));
+        return u(rng) < 0 ? -x : x;
+    };
+    // Row 0 is the expansion line; rows 1.. are random in [-2, 2].
+    std::vector<R> m(n * n);
+    std::vector<L> minor(n);
+    for (int attempt = 0;; ++attempt) {
+        if (attempt == 1000) {
+            ADD_FAILURE() << "no matrix with usable minors";
+            break;
+        }
+        for (std::size_t i = n; i < n * n; ++i) m[i] = static_cast<R>(2.0 * u(rng));
+        for (std::size_t j = 0; j < n; ++j) {
+            wide sub;
+            for (std::size_t r = 1; r < n; ++r)
+                for (std::size_t c = 0; c < n; ++c)
+                    if (c != j) sub.push_back(W(static_cast<L>(m[r * n + c])));
+            minor[j] = std::real(ref_det(sub, n - 1));
+        }
+        if (std::abs(minor[0]) >= 1 && std::abs(minor[n - 1]) >= 1) break;
+    }
+    auto cofactor = [&](std::size_t j) { return j % 2 == 0 ? minor[j] : -minor[j]; };
+    const L first = in(20.0, 24.0);
+    m[0] = static_cast<R>(first / cofactor(0));
+    L sum = static_cast<L>(m[0]) * cofactor(0);
+    for (std::size_t j = 1; j + 1 < n; ++j) {
+        m[j] = static_cast<R>(u(rng) / std::max(1.0L, std::abs(minor[j])));
+        sum += static_cast<L>(m[j]) * cofactor(j);
+    }
+    const L t = in(1.0, 6.0);
+    m[n - 1] = static_cast<R>((t - sum) / cofactor(n - 1));
+    if (n == 4) {
+        // Row 0 becomes column 3, in order; rows 1..3 become columns 0..2 (det changes sign only).
+        std::vector<R> b(16);
+        for (std::size_t i = 0; i < 4; ++i) {
+            b[i * 4 + 3] = m[i];
+            for (std::size_t c = 0; c < 3; ++c) b[i * 4 + c] = m[(c + 1) * 4 + i];
+        }
+        m = b;
+    }
+    const int total = std::numeric_limits<R>::max_exponent - 3;
+    std::vector<T> a(n * n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const int e = total / static_cast<int>(n) + (static_cast<int>(i) < total % static_cast<int>(n) ? 1 : 0);
+        T phase = T(1);
+        if constexpr (tessera::is_complex_v<T>) {
+            const double theta = 3.14159265358979 * u(rng);
+            phase = T(static_cast<R>(std::cos(theta)), static_cast<R>(std::sin(theta)));
+        }
+        for (std::size_t j = 0; j < n; ++j) a[i * n + j] = phase * T(std::ldexp(m[i * n + j], e));
+    }
+    return a;
+}
+
+/// How scaled_pivots scales a well-conditioned matrix so that the product of its LU pivots, taken
+/// plainly, leaves the range on the way while the determinant does not.
+enum class pivot_scaling {
+    columns_up,    // Q diag(2^p, 2^p, 2^-q, 2^-q, 1, ...): det(Q) 2^20, overflows after two pivots
+    columns_down,  // Q diag(2^-p, 2^-p, 2^q, 2^q, 1, ...): det(Q) 2^-20, underflows after two
+    rows_up,       // diag(2^h, 2^h, 1, ..., 1, 2^-r, 2^-r) Q: det(Q) 2^68, overflows after two
+};
+
+/// A random well-conditioned n x n Q scaled per `how`, with p = 600 and q = 590 for double (75
+/// and 65 for float). Scaling columns by powers of two scales LU's pivots exactly (partial
+/// pivoting picks the same rows), so the diag(2^600, 2^600, 2^-590, 2^-590, 1) case is posed with
+/// its columns scaled: scaling rows that far apart makes the multipliers 2^-1190 underflow, and
+/// then no double LU (LAPACK's neither) can reach the determinant. Rows are scaled by 2^h with
+/// h = max_exponent / 2 + 1 (513, 65) and 2^-r with h + r = 30 less than the normal range's
+/// exponent (r = 479, 31), so that the multipliers stay normal even for entries of 2^-30; that Q
+/// is diagonally dominant and unpermuted, so that partial pivoting keeps the natural order (the
+/// scaling forces the pivot rows, and another order would let the error grow past the bound).
+template <class T>
+std::vector<T> scaled_pivots(session& s, std::size_t n, pivot_scaling how, std::mt19937_64& rng) {
+    using R = real_t<T>;
+    const int p = std::numeric_limits<R>::max_exponent * 600 / 1024, q = p - 10;
+    const int h = std::numeric_limits<R>::max_exponent / 2 + 1;
+    const int r = -std::numeric_limits<R>::min_exponent + 1 - h - 30;
+    const auto qm = random_matrices<T>(s, {n, n}, kind::general, rng);
+    std::vector<T> a(qm.data(), qm.data() + n * n);
+    if (how == pivot_scaling::rows_up) {
+        const auto c = static_cast<real_t<T>>(2.0 * std::sqrt(static_cast<double>(n)) + 1.0);
+        for (std::size_t i = 0; i < n * n; ++i) a[i] = draw<T>(rng) + (i % (n + 1) == 0 ? T(c) : T(0));
+    }
+    auto power = [&](std::size_t k) {
+        switch (how) {
+            case pivot_scaling::columns_up: return k < 2 ? p : (k < 4 ? -q : 0);
+            case pivot_scaling::columns_down: return k < 2 ? -p : (k < 4 ? q : 0);
+            case pivot_scaling::rows_up: return k < 2 ? h : (k + 2 >= n ? -r : 0);
+        }
+        return 0;
+    };
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            const int e = power(how == pivot_scaling::rows_up ? i : j);
+            if constexpr (tessera::is_complex_v<T>)
+                a[i * n + j] = T(std::ldexp(a[i * n + j].real(), e), std::ldexp(a[i * n + j].imag(), e));
+            else
+                a[i * n + j] = std::ldexp(a[i * n + j], e);
+        }
+    return a;
+}
+
+/// c times a random well-conditioned n x n matrix, for a power of two c = 2^e (exact scaling).
+template <class T>
+std::vector<T> scaled_general(session& s, std::size_t n, int e, std::mt19937_64& rng) {
+    const auto qm = random_matrices<T>(s, {n, n}, kind::general, rng);
+    std::vector<T> a(qm.data(), qm.data() + n * n);
+    for (T& x : a) {
+        if constexpr (tessera::is_complex_v<T>) x = T(std::ldexp(x.real(), e), std::ldexp(x.imag(), e));
+        else x = std::ldexp(x, e);
+    }
+    return a;
+}
+
+/// Expects det `got` to be within det_tolerance of the long double reference for `m`.
+template <class T>
+void expect_det_near(T got, const std::vector<T>& m, std::size_t n) {
+    wide w(m.size());
+    for (std::size_t i = 0; i < m.size(); ++i) w[i] = widen(m[i]);
+    const W want = ref_det(w, n);
+    const double tol = det_tolerance<T>(w, n);
+    EXPECT_LE(static_cast<double>(std::abs(widen(got) - want) / std::abs(want)), tol)
+        << "det " << widen(got) << ", want " << want;
+}
+
+// Reported: 2 x 2, 3 x 3 and 4 x 4 determinants of about 1e305 to 1e308, with entries of 1e77 to
+// 1e154, came out NaN or inf from the closed forms; they are redone with LU.
+TYPED_TEST(LinalgTypedTest, DetIsFiniteWhenClosedFormsOverflowOnTheWay) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}}) {
+            for (int rep = 0; rep < 20; ++rep) {
+                SCOPED_TRACE("n = " + std::to_string(n) + ", rep " + std::to_string(rep));
+                const std::vector<T> m = overflowing_closed_form<T>(n, rng);
+                auto a = tessera::empty<T>(s, {n, n});
+                put_item(a, 0, m);
+                const T d = tessera::det(s, a).data()[0];
+                ASSERT_TRUE(std::isfinite(std::real(d)) && std::isfinite(std::imag(d))) << widen(d);
+                expect_det_near(d, m, n);
+                // slogdet, inverse and solve already redo such items with LU.
+                const wide ai = item_of(a, 0, n, n);
+                const W want = ref_det(ai, n);
+                auto [sign, logabs] = tessera::slogdet(s, a);
+                EXPECT_NEAR(static_cast<double>(logabs.data()[0]), static_cast<double>(std::log(std::abs(want))),
+                            det_tolerance<T>(ai, n) * 710.0);
+                EXPECT_LE(std::abs(widen(sign.data()[0]) - want / std::abs(want)), det_tolerance<T>(ai, n));
+                const wide xi = item_of(tessera::inverse(s, a), 0, n, n);
+                EXPECT_LE(distance(matmul(ai, xi, n, n, n), identity(n)), tol<T>(n) * norm(ai) * norm(xi));
+            }
+        }
+    });
+}
+
+// For n >= 5 the determinant is the product of the LU pivots; when that product leaves the range
+// on the way it is redone with a separate binary exponent, so that pivots of 2^600, 2^600, 2^-590,
+// 2^-590 and 1 give 2^20, not inf (and their reciprocals 2^-20, not 0).
+TYPED_TEST(LinalgTypedTest, DetOfLuKeepsThePivotProductInRange) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{5}, std::size_t{8}, std::size_t{12}}) {
+            for (pivot_scaling how : {pivot_scaling::columns_up, pivot_scaling::columns_down, pivot_scaling::rows_up}) {
+                SCOPED_TRACE("n = " + std::to_string(n) + ", scaling " + std::to_string(static_cast<int>(how)));
+                const std::vector<T> m = scaled_pivots<T>(s, n, how, rng);
+                auto a = tessera::empty<T>(s, {n, n});
+                put_item(a, 0, m);
+                expect_det_near(tessera::det(s, a).data()[0], m, n);
+            }
+        }
+    });
+}
+
+// Items whose closed form or pivot product overflows sit among ordinary ones; each is right, in
+// the allocating form and written into a strided out.
+TYPED_TEST(LinalgTypedTest, DetBatchesMixOverflowingAndOrdinaryItems) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5}, std::size_t{9}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const std::size_t items = 7;
+            auto a = random_matrices<T>(s, {items, n, n}, kind::general, rng);
+            std::vector<std::vector<T>> m(items);
+            for (std::size_t i = 0; i < items; ++i) {
+                if (i == 1 || i == 4 || i == 5)
+                    put_item(a, i, n <= 4 ? overflowing_closed_form<T>(n, rng)
+                                          : scaled_pivots<T>(s, n, i == 1 ? pivot_scaling::columns_up
+                                                                   : i == 4 ? pivot_scaling::columns_down
+                                                                            : pivot_scaling::rows_up, rng));
+                m[i].assign(a.data() + i * n * n, a.data() + (i + 1) * n * n);
+            }
+            const auto d = tessera::det(s, a);
+            auto storage = tessera::full<T>(s, {2 * items}, T(-7));
+            const tensor_view<T> out = storage.view().slice(0, 1, tessera::slice_end, 2);
+            tessera::det(s, a, out);
+            for (std::size_t i = 0; i < items; ++i) {
+                SCOPED_TRACE("item " + std::to_string(i));
+                expect_det_near(d.data()[i], m[i], n);
+                EXPECT_EQ(storage.data()[2 * i + 1], d.data()[i]);
+                EXPECT_EQ(storage.data()[2 * i], T(-7));
+            }
+        }
+    });
+}
+
+// The renormalised product gives inf or 0 only when the determinant itself is out of range, and a
+// subnormal determinant to within the subnormal spacing.
+TYPED_TEST(LinalgTypedTest, DetOverflowsAndUnderflowsOnlyWhenTheTrueValueDoes) {
+    using T = TypeParam;
+    using R = real_t<T>;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const int max_e = std::numeric_limits<R>::max_exponent, min_e = std::numeric_limits<R>::min_exponent;
+    const int digits = std::numeric_limits<R>::digits;
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5}, std::size_t{9}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const int ni = static_cast<int>(n);
+            auto a = tessera::empty<T>(s, {n, n});
+            // |det| >= 2^(max_exponent + 4 n) |det Q|, far above the largest finite value.
+            const std::vector<T> big = scaled_general<T>(s, n, max_e / ni + 4, rng);
+            put_item(a, 0, big);
+            const T d_big = tessera::det(s, a).data()[0];
+            wide w(n * n);
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(big[i]);
+            const W want_big = ref_det(w, n);
+            if constexpr (tessera::is_complex_v<T>) {
+                EXPECT_TRUE(std::isinf(std::abs(d_big))) << widen(d_big);
+                EXPECT_FALSE(std::isnan(d_big.real()) || std::isnan(d_big.imag())) << widen(d_big);
+            } else {
+                EXPECT_EQ(d_big, std::real(want_big) < 0 ? -std::numeric_limits<R>::infinity()
+                                                         : std::numeric_limits<R>::infinity());
+            }
+            // |det| <= 2^-(max_exponent + digits + 6 n) |det Q|, far below the smallest subnormal.
+            put_item(a, 0, scaled_general<T>(s, n, -((max_e + digits) / ni + 6), rng));
+            EXPECT_EQ(tessera::det(s, a).data()[0], T(0));
+            // |det| about 2^(min_exponent - 1 - digits / 2): subnormal, with about half the digits.
+            std::vector<T> sub = scaled_general<T>(s, n, 0, rng);
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(sub[i]);
+            const int log2_det_q = static_cast<int>(std::floor(std::log2(std::abs(ref_det(w, n)))));
+            const int e = (min_e - 1 - digits / 2 - log2_det_q) / ni;
+            for (T& x : sub) {
+                if constexpr (tessera::is_complex_v<T>) x = T(std::ldexp(x.real(), e), std::ldexp(x.imag(), e));
+                else x = std::ldexp(x, e);
+            }
+            put_item(a, 0, sub);
+            const T d_sub = tessera::det(s, a).data()[0];
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(sub[i]);
+            const W want_sub = ref_det(w, n);
+            ASSERT_LT(std::abs(want_sub), static_cast<long double>(std::numeric_limits<R>::min()));
+            ASSERT_GT(std::abs(want_sub), 1e3L * std::numeric_limits<R>::denorm_min());
+            const long double spacing = std::numeric_limits<R>::denorm_min();
+            EXPECT_LE(std::abs(widen(d_sub) - want_sub), 2 * spacing + det_tolerance<T>(w, n) * std::abs(want_sub))
+                << widen(d_sub) << " vs " << want_sub;
+        }
+    });
+}
+
 TYPED_TEST(LinalgTypedTest, QrReconstructsWithUnitaryQ) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();

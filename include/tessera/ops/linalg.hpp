@@ -56,11 +56,15 @@
 // not reported.
 //
 // Algorithms: 1 x 1 to 3 x 3 inverse, solve, det and slogdet use closed forms (adjugate over the
-// determinant); when that determinant is zero, subnormal or not finite the item is redone with
-// LU, which decides whether it is singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor
-// formulas with the same fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions
-// on stack copies, and larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
-// SelfAdjointEigenSolver; cholesky is tessera's own, reading only the lower triangle).
+// determinant); when that determinant is zero, subnormal or not finite (an intermediate product
+// may overflow or underflow while the determinant is in range) the item is redone with LU, which
+// decides whether it is singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor formulas
+// with the same fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions on stack
+// copies, and larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
+// SelfAdjointEigenSolver; cholesky is tessera's own, reading only the lower triangle). det from
+// LU is sign(P) times the product of U's diagonal, taken with a separate binary exponent when a
+// partial product leaves the normal range, so that it is inf or 0 only when the determinant
+// itself is out of range.
 //
 // Threads and memory: work is split over the batch with the backend's grain (an item counts
 // about n^3 units, more for svd and eigh), inline on the session's thread when small. Each item is
@@ -487,7 +491,9 @@ void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_o
 // ---- det, slogdet --------------------------------------------------------------------------------
 
 /// Returns the determinant of every item ([...]; rank 0 for a single matrix). A singular matrix
-/// gives 0; the product may overflow or underflow for large n (use slogdet).
+/// gives 0 (through LU it may give a value at the rounding level, as NumPy's does). The result is
+/// inf or 0 only when the determinant is out of the type's range, which for large n is common
+/// (use slogdet); intermediate overflow or underflow is avoided.
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> det(session& s, const A& a) {
