@@ -872,6 +872,95 @@ TYPED_TEST(LinalgTypedTest, EighReconstructsFromTheLowerTriangleOnly) {
     });
 }
 
+/// A random unitary n x n matrix (real orthogonal for real T), exact in long double up to
+/// rounding: the product of two Householder reflections I - 2 v v^H / (v^H v).
+template <class T>
+wide random_unitary(std::size_t n, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    wide q = identity(n);
+    for (int r = 0; r < 2; ++r) {
+        wide v(n);
+        long double vv = 0;
+        for (W& x : v) {
+            x = tessera::is_complex_v<T> ? W(d(rng), d(rng)) : W(d(rng));
+            vv += std::norm(x);
+        }
+        wide h = identity(n);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) h[i * n + j] -= 2.0L * v[i] * std::conj(v[j]) / vv;
+        q = matmul(q, h, n, n, n);
+    }
+    return q;
+}
+
+TYPED_TEST(LinalgTypedTest, EigvalshMatchesEighAndKnownSpectra) {
+    using T = TypeParam;
+    using R = real_t<T>;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : all_sizes) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const double root_n = std::sqrt(static_cast<double>(n));
+            // Random Hermitian items with garbage above the diagonal: eigh's values, and the trace
+            // and the sum of squares (squared Frobenius norm) of the true matrices.
+            auto a = random_matrices<T>(s, {3, n, n}, kind::hermitian, rng);
+            auto poisoned = dense_copy(s, a.view());
+            for (std::size_t i = 0; i < 3; ++i)
+                for (std::size_t r = 0; r < n; ++r)
+                    for (std::size_t c = r + 1; c < n; ++c) poisoned.data()[(i * n + r) * n + c] = T(R(1e3));
+            const auto w = tessera::eigvalsh(s, poisoned);
+            ASSERT_EQ(w.shape(), (shape{3, n}));
+            const auto full = tessera::eigh(s, poisoned);
+            for (std::size_t i = 0; i < 3; ++i) {
+                const wide ai = item_of(a, i, n, n);
+                const double scale = norm(ai);
+                long double trace = 0, sum = 0, squares = 0;
+                for (std::size_t c = 0; c < n; ++c) {
+                    const R v = w.data()[i * n + c];
+                    EXPECT_NEAR(static_cast<double>(v), static_cast<double>(full.w.data()[i * n + c]), tol<T>(n) * scale);
+                    if (c > 0) {
+                        EXPECT_LE(w.data()[i * n + c - 1], v);
+                    }
+                    trace += std::real(ai[c * n + c]);
+                    sum += v;
+                    squares += static_cast<long double>(v) * v;
+                }
+                EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(trace), tol<T>(n) * scale * root_n);
+                EXPECT_NEAR(static_cast<double>(squares), scale * scale, 2.0 * tol<T>(n) * scale * scale * root_n);
+            }
+            // Known spectra: Q diag(lambda) Q^H with Q unitary, formed in long double and rounded.
+            auto b = tessera::empty<T>(s, {3, n, n});
+            std::vector<std::vector<long double>> lambda(3);
+            for (std::size_t i = 0; i < 3; ++i) {
+                std::uniform_real_distribution<double> d(-4.0, 4.0);
+                for (std::size_t c = 0; c < n; ++c) lambda[i].push_back(d(rng));
+                std::sort(lambda[i].begin(), lambda[i].end());
+                const wide q = random_unitary<T>(n, rng);
+                wide qd = q;
+                for (std::size_t r = 0; r < n; ++r)
+                    for (std::size_t c = 0; c < n; ++c) qd[r * n + c] *= lambda[i][c];
+                const wide bi = matmul(qd, adjoint(q, n, n), n, n, n);
+                for (std::size_t e = 0; e < n * n; ++e) {
+                    if constexpr (tessera::is_complex_v<T>)
+                        b.data()[i * n * n + e] = T(static_cast<R>(bi[e].real()), static_cast<R>(bi[e].imag()));
+                    else
+                        b.data()[i * n * n + e] = static_cast<R>(bi[e].real());
+                }
+            }
+            const auto wb = tessera::eigvalsh(s, b);
+            for (std::size_t i = 0; i < 3; ++i) {
+                const double scale = norm(item_of(b, i, n, n));
+                for (std::size_t c = 0; c < n; ++c)
+                    EXPECT_NEAR(static_cast<double>(wb.data()[i * n + c]), static_cast<double>(lambda[i][c]), tol<T>(n) * scale)
+                        << "item " << i << ", eigenvalue " << c;
+            }
+        }
+    });
+}
+
 // Strided inputs (transposed, batch-sliced, broadcast) and strided outs give bitwise the results of
 // dense operands: each item is copied in before it is computed.
 TYPED_TEST(LinalgTypedTest, StridedInputsAndOutputsMatchDenseOnes) {
@@ -928,6 +1017,7 @@ TYPED_TEST(LinalgTypedTest, StridedInputsAndOutputsMatchDenseOnes) {
                 EXPECT_TRUE(bitwise_equal(w1, w2));
                 EXPECT_TRUE(bitwise_equal(v1, v2));
             }
+            EXPECT_TRUE(bitwise_equal(tessera::eigvalsh(s, h), tessera::eigvalsh(s, h_dense)));
             // Strided outs: into the transpose of a dense tensor.
             auto out_storage = tessera::empty<T>(s, {3, n, n});
             tessera::inverse(s, dense, out_storage.view().transpose(1, 2));
@@ -993,6 +1083,14 @@ TYPED_TEST(LinalgTypedTest, OutParameterFormsMatchAllocatingOnes) {
             auto [w2, v2] = tessera::eigh(s, a);
             EXPECT_TRUE(bitwise_equal(w, w2));
             EXPECT_TRUE(bitwise_equal(v, v2));
+            auto ev = tessera::empty<R>(s, {3, n});
+            tessera::eigvalsh(s, a, ev);
+            EXPECT_TRUE(bitwise_equal(ev, tessera::eigvalsh(s, a)));
+            auto ev_info = tessera::empty<R>(s, {3, n});
+            auto info = tessera::full<std::int32_t>(s, {3}, -7);
+            tessera::eigvalsh(s, a, ev_info, info);
+            EXPECT_TRUE(bitwise_equal(ev_info, ev));
+            for (std::int32_t code : info.values()) EXPECT_EQ(code, 0);
         }
     });
 }
@@ -1165,6 +1263,46 @@ TEST_P(LinalgFailureTest, EighInfoIsZeroOnSuccess) {
     });
 }
 
+TEST_P(LinalgFailureTest, EigvalshReportsItemsThatDoNotConverge) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    std::mt19937_64 rng(fresh_seed());
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{3}, std::size_t{5}, std::size_t{12}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const std::size_t items = 3000;
+            auto a = random_matrices<double>(s, {items, n, n}, kind::hermitian, rng);
+            // A NaN (an inf becomes one when the solver scales the matrix by its largest entry)
+            // never passes the QR iteration's deflation test, so the solver gives up.
+            a.data()[(2100 * n + 1) * n] = std::numeric_limits<double>::infinity();
+            a.data()[(17 * n + 1) * n] = std::numeric_limits<double>::quiet_NaN();
+            try {
+                (void)tessera::eigvalsh(s, a);
+                ADD_FAILURE() << "no exception";
+            } catch (const tessera::linalg_error& e) {
+                EXPECT_EQ(std::string(e.what()), "eigvalsh: item 17 of 3000 did not converge");
+                EXPECT_EQ(e.item(), 17u);
+                EXPECT_EQ(e.items(), items);
+                EXPECT_EQ(e.info(), 1);
+                EXPECT_EQ(e.reason(), tessera::linalg_reason::no_convergence);
+            }
+            auto w = tessera::empty<double>(s, {items, n});
+            auto info = tessera::full<std::int32_t>(s, {items}, -7);
+            tessera::eigvalsh(s, a, w, info);
+            for (std::size_t i = 0; i < items; ++i)
+                ASSERT_EQ(info.data()[i], (i == 17 || i == 2100) ? 1 : 0) << i;
+            EXPECT_TRUE(all_nan(w, 17 * n, n));
+            EXPECT_TRUE(all_nan(w, 2100 * n, n));
+            EXPECT_FALSE(all_nan(w, 0, n));
+            // eigh fails on the same items.
+            auto ew = tessera::empty<double>(s, {items, n});
+            auto ev = tessera::empty<double>(s, {items, n, n});
+            auto eigh_info = tessera::empty<std::int32_t>(s, {items});
+            tessera::eigh(s, a, ew, ev, eigh_info);
+            EXPECT_TRUE(bitwise_equal(eigh_info, info));
+        }
+    });
+}
+
 // Closed forms (n <= 3, 4 x 4 cofactors) fall back to LU when the determinant under- or overflows,
 // so a well-conditioned but tiny or huge matrix is solved, not reported or turned into inf/NaN.
 TEST(LinalgTest, ClosedFormsFallBackToLuOnTinyOrHugeDeterminants) {
@@ -1235,6 +1373,8 @@ TEST(LinalgTest, BadShapesThrowBeforeAnythingIsWritten) {
         EXPECT_THROW(tessera::lu(s, rect), tessera::shape_error);
         EXPECT_THROW(tessera::slogdet(s, rect), tessera::shape_error);
         EXPECT_THROW(tessera::svdvals(s, rect), tessera::shape_error);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, rect); }),
+                  "eigvalsh: a has shape [2,3,4]; expected [..., n, n], a stack of square matrices");
 
         auto a = tessera::full<double>(s, {2, 3, 3}, 1.0);
         auto b_rows = tessera::full<double>(s, {2, 4, 1}, 1.0);
@@ -1271,8 +1411,79 @@ TEST(LinalgTest, BadShapesThrowBeforeAnythingIsWritten) {
         EXPECT_EQ(tessera::det(s, none).shape(), (shape{0}));
         EXPECT_EQ(tessera::svd(s, none).s.shape(), (shape{0, 3}));
         EXPECT_EQ(tessera::eigh(s, none).w.shape(), (shape{0, 3}));
+        EXPECT_EQ(tessera::eigvalsh(s, none).shape(), (shape{0, 3}));
         EXPECT_EQ(tessera::solve(s, tessera::empty<double>(s, {2, 0, 0}), tessera::empty<double>(s, {0, 2})).shape(),
                   (shape{2, 0, 2}));
+    });
+}
+
+TEST(LinalgTest, EigvalshHandlesEmptyTinyBroadcastAndStridedOperands) {
+    std::mt19937_64 rng(fresh_seed());
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        EXPECT_EQ(tessera::eigvalsh(s, tessera::empty<double>(s, {0, 3, 3})).shape(), (shape{0, 3}));
+        EXPECT_EQ(tessera::eigvalsh(s, tessera::empty<double>(s, {2, 0, 0})).shape(), (shape{2, 0}));
+        auto w0 = tessera::empty<double>(s, {2, 0});
+        auto info = tessera::full<std::int32_t>(s, {2}, -7);
+        tessera::eigvalsh(s, tessera::empty<double>(s, {2, 0, 0}), w0, info);
+        EXPECT_EQ(info.data()[0], 0);
+        EXPECT_EQ(info.data()[1], 0);
+        // n = 1: the real part of the entry (a diagonal's imaginary part is ignored).
+        auto one = tessera::full<std::complex<double>>(s, {3, 1, 1}, std::complex<double>(2.5, 7.0));
+        const auto w1 = tessera::eigvalsh(s, one);
+        ASSERT_EQ(w1.shape(), (shape{3, 1}));
+        for (double v : w1.values()) EXPECT_EQ(v, 2.5);
+        // A single matrix gives [n].
+        auto a = random_matrices<double>(s, {1, 5, 5}, kind::hermitian, rng);
+        const auto once = tessera::eigvalsh(s, a);
+        EXPECT_EQ(tessera::eigvalsh(s, a.view().squeeze(0)).shape(), (shape{5}));
+        // A broadcast batch (stride 0) repeats the item's values.
+        const auto w = tessera::eigvalsh(s, a.view().broadcast_to({4, 5, 5}));
+        ASSERT_EQ(w.shape(), (shape{4, 5}));
+        for (std::size_t i = 0; i < 4; ++i)
+            for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(w.data()[i * 5 + c], once.data()[c]);
+        // Transposed and batch-sliced input, strided out (every other column of a wider tensor).
+        auto storage = random_matrices<double>(s, {6, 5, 5}, kind::hermitian, rng);
+        const tensor_view<const double> strided = storage.view().slice(0, 0, tessera::slice_end, 2).transpose(1, 2);
+        auto out_storage = tessera::full<double>(s, {3, 10}, -7.0);
+        const tensor_view<double> out = out_storage.view().slice(1, 0, tessera::slice_end, 2);
+        tessera::eigvalsh(s, strided, out);
+        const auto dense = tessera::eigvalsh(s, dense_copy(s, strided));
+        for (std::size_t i = 0; i < 3; ++i)
+            for (std::size_t c = 0; c < 5; ++c) {
+                EXPECT_EQ(out_storage.data()[i * 10 + 2 * c], dense.data()[i * 5 + c]);
+                EXPECT_EQ(out_storage.data()[i * 10 + 2 * c + 1], -7.0);
+            }
+    });
+}
+
+TEST(LinalgTest, EigvalshChecksItsOperandsBeforeWriting) {
+    std::mt19937_64 rng(fresh_seed());
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        auto a = random_matrices<double>(s, {2, 3, 3}, kind::hermitian, rng);
+        const auto before = dense_copy(s, a.view());
+        auto w_bad = tessera::full<double>(s, {2, 4}, -5.0);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w_bad); }),
+                  "eigvalsh: w has shape [2,4] but the result has shape [2,3]");
+        auto w = tessera::full<double>(s, {2, 3}, -5.0);
+        auto info_bad = tessera::full<std::int32_t>(s, {3}, -5);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w, info_bad); }),
+                  "eigvalsh: info has shape [3] but the result has shape [2]");
+        const tensor_view<double> inside(a.data() + 1, shape{2, 3});
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, inside); }),
+                  "eigvalsh: w overlaps a; an out may only be the very same view as an input of its shape");
+        auto row = tessera::full<double>(s, {1, 3}, -5.0);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, row.view().broadcast_to({2, 3})); }),
+                  "eigvalsh: w repeats elements (an axis with stride 0); it cannot be written");
+        const tensor_view<std::int32_t> info_in_w(reinterpret_cast<std::int32_t*>(w.data()), shape{2});
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w, info_in_w); }),
+                  "eigvalsh: info overlaps w; an out may only be the very same view as an input of its shape");
+        for (double v : w_bad.values()) EXPECT_EQ(v, -5.0);
+        for (double v : w.values()) EXPECT_EQ(v, -5.0);
+        for (double v : row.values()) EXPECT_EQ(v, -5.0);
+        for (std::int32_t v : info_bad.values()) EXPECT_EQ(v, -5);
+        EXPECT_TRUE(bitwise_equal(a, before));
     });
 }
 
@@ -1318,7 +1529,8 @@ TEST(LinalgTest, OverlappingOutsThrowBeforeAnythingIsWritten) {
 
 class LinalgDispatchTest : public ::testing::TestWithParam<int> {};
 
-/// Calls every op once on `a` (SPD, [items, n, n]) with out-parameters: 10 op calls.
+/// Calls every op once on `a` (SPD, [items, n, n]) with out-parameters, eigvalsh also with info:
+/// 12 op calls.
 void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, std::size_t items,
                   std::size_t n, std::vector<tensor<double>>& outs, std::vector<tensor<std::int64_t>>& piv,
                   tensor<std::int32_t>& info) {
@@ -1328,6 +1540,7 @@ void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, 
         outs.push_back(tessera::empty<double>(s, {items}));
         outs.push_back(tessera::empty<double>(s, {items}));
         outs.push_back(tessera::empty<double>(s, {items}));
+        outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
@@ -1344,6 +1557,8 @@ void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, 
     tessera::svd(s, a, outs[5], outs[13], outs[6]);
     tessera::svdvals(s, a, outs[14]);
     tessera::eigh(s, a, outs[15], outs[7]);
+    tessera::eigvalsh(s, a, outs[16]);
+    tessera::eigvalsh(s, a, outs[16], info);
 }
 
 TEST_P(LinalgDispatchTest, SmallBatchRunsInlineAndLargeBatchDispatchesOnce) {
@@ -1364,8 +1579,8 @@ TEST_P(LinalgDispatchTest, SmallBatchRunsInlineAndLargeBatchDispatchesOnce) {
             });
             const tessera::stats d = be.stats() - before;
             const bool parallel = items > 1 && threads > 1;
-            EXPECT_EQ(d.parallel_dispatches, parallel ? 10u : 0u) << items;
-            EXPECT_EQ(d.inline_dispatches, parallel ? 0u : 10u) << items;
+            EXPECT_EQ(d.parallel_dispatches, parallel ? 12u : 0u) << items;
+            EXPECT_EQ(d.inline_dispatches, parallel ? 0u : 12u) << items;
         }
     }
 }
@@ -1424,6 +1639,7 @@ TEST_P(LinalgDispatchTest, WarmCallsMakeNoHeapAllocationUpToEight) {
                 const auto q = tessera::qr(s, a);
                 const auto u = tessera::svd(s, a);
                 const auto w = tessera::eigh(s, a);
+                const auto ev = tessera::eigvalsh(s, a);
             };
             allocating_forms();  // warm: the workspace now holds a block of every size used
             {
@@ -1455,6 +1671,28 @@ TEST(LinalgTest, SolveAndInverseAtThreeAndFourMakeNoHeapAllocationInALargeBatch)
             tessera::inverse(s, a, inv);
             tessera::inverse(s, a, inv, info);
             EXPECT_EQ(counted.count(), 0u) << n;
+        }
+    });
+}
+
+// Above 8, eigvalsh's solver storage is allocated once per chunk of items, not per item (eigh
+// also allocates per item, to form the eigenvectors).
+TEST(LinalgTest, EigvalshAboveEightAllocatesPerChunkNotPerItem) {
+    backend be{backend_options{}.with_threads(1)};
+    std::mt19937_64 rng(fresh_seed());
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{9}, std::size_t{12}, std::size_t{20}}) {
+            auto allocations = [&](std::size_t items) {
+                auto a = random_matrices<double>(s, {items, n, n}, kind::hermitian, rng);
+                auto w = tessera::empty<double>(s, {items, n});
+                tessera::eigvalsh(s, a, w);  // warm
+                tessera::test::allocation_scope counted;
+                tessera::eigvalsh(s, a, w);
+                return counted.count();
+            };
+            const auto one = allocations(1);
+            EXPECT_GT(one, 0u) << n;
+            EXPECT_EQ(allocations(50), one) << n;
         }
     });
 }
