@@ -497,7 +497,7 @@ void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_o
 /// Returns the determinant of every item ([...]; rank 0 for a single matrix). A singular matrix
 /// gives 0 (through LU it may give a value at the rounding level, as NumPy's does). The result is
 /// inf or 0 only when the determinant is out of the type's range, which for large n is common
-/// (use slogdet); intermediate overflow or underflow is avoided.
+/// (use slogdet), never because an intermediate product overflowed or underflowed.
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> det(session& s, const A& a) {
