@@ -135,8 +135,8 @@ tensor<double> random(session& s, const tessera::shape& shape, std::uint64_t see
     return tessera::uniform<double>(s, shape, -1.0, 1.0, seed);
 }
 
-// A symmetric, strictly diagonally dominant n x n matrix: positive definite (for cholesky and
-// eigh). Made in place, so no freed block is left in the pool for the op to reuse.
+// A symmetric, strictly diagonally dominant n x n matrix: positive definite (for cholesky, eigh
+// and eigvalsh). Made in place, so no freed block is left in the pool for the op to reuse.
 tensor<double> spd(session& s, std::size_t n) {
     auto a = random(s, {n, n}, 7);
     const std::span<double> v = a.values();
@@ -210,6 +210,9 @@ TEST_P(FaultTest, EveryAllocatingOpFailsCleanly) {
     });
     expect_fails("eigh", [](session& setup) {
         return [a = spd(setup, 7)](session& s) mutable { (void)tessera::eigh(s, a); };
+    });
+    expect_fails("eigvalsh", [](session& setup) {
+        return [a = spd(setup, 7)](session& s) mutable { (void)tessera::eigvalsh(s, a); };
     });
     expect_fails("einsum chain", [](session& setup) {
         return [a = random(setup, {8, 9}, 1), b = random(setup, {9, 10}, 2), c = random(setup, {10, 3}, 3)](session& s) mutable {
@@ -292,6 +295,9 @@ TEST_P(FaultTest, EveryOutParameterOpLeavesItsOutsUntouched) {
         return [a = spd(setup, 7), ev = out(setup, w, {7}), v = out(setup, w, {7, 7})](session& s) mutable {
             tessera::eigh(s, a, ev.view(), v.view());
         };
+    }), 0u);
+    EXPECT_EQ(failures("eigvalsh", [&](session& setup, byte_watch& w) {
+        return [a = spd(setup, 7), ev = out(setup, w, {7})](session& s) mutable { tessera::eigvalsh(s, a, ev.view()); };
     }), 0u);
     EXPECT_GT(failures("einsum chain", [&](session& setup, byte_watch& w) {
         return [a = random(setup, {8, 9}, 1), b = random(setup, {9, 10}, 2), c = random(setup, {10, 3}, 3), o = out(setup, w, {8, 3})](session& s) mutable {

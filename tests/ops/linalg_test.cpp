@@ -469,6 +469,311 @@ TYPED_TEST(LinalgTypedTest, SlogdetAvoidsOverflowAndReportsSingular) {
     });
 }
 
+// ---- determinants near the ends of the range -----------------------------------------------------
+
+/// A relative error bound for a determinant computed in T: 8 n eps times its condition number
+/// under relative perturbations of the entries, sum |a_ij (A^-1)_ji| (entry a_ij enters det(A)
+/// through its cofactor, and a_ij C_ij / det(A) = a_ij (A^-1)_ji).
+template <class T>
+double det_tolerance(const wide& a, std::size_t n) {
+    const wide inv = ref_solve(a, identity(n), n, n);
+    long double kappa = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) kappa += std::abs(a[i * n + j] * inv[j * n + i]);
+    return 8.0 * static_cast<double>(n) * eps<T>() * static_cast<double>(kappa);
+}
+
+/// Copies the row-major n x n matrix `m` into item `item` of the contiguous [..., n, n] tensor `a`.
+template <class T>
+void put_item(tensor<T>& a, std::size_t item, const std::vector<T>& m) {
+    std::copy(m.begin(), m.end(), a.data() + item * m.size());
+}
+
+/// A well-conditioned n x n matrix (n = 2, 3 or 4) with a representable determinant of about
+/// 2^(max_exponent - 3) t, 1 <= |t| <= 6 (4.5e307 to 1.1e308 for double), whose closed form
+/// overflows on the way. The closed forms expand along a line: row 0 for n <= 3, column 3 for
+/// Eigen's 4 x 4 formula. On that line the first product, entry times minor, is 20 to 24 times
+/// 2^(max_exponent - 3) (above the largest finite value), the middle ones are small and the last
+/// cancels the first, so the first partial sum overflows even where the compiler fuses
+/// multiply-adds. All terms carry the same power of two: rows are scaled by 2^(max_exponent - 3)
+/// split evenly (entries around 1e154 for n = 2, 1e102 for n = 3, 1e77 for n = 4) and, for
+/// complex T, turned by random unit phases.
+template <class T>
+std::vector<T> overflowing_closed_form(std::size_t n, std::mt19937_64& rng) {
+    using R = real_t<T>;
+    using L = long double;
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    auto in = [&](double lo, double hi) {  // magnitude in [lo, hi], random sign
+        const double x = lo + (hi - lo) * (0.5 + 0.5 * u(rng));
+        return u(rng) < 0 ? -x : x;
+    };
+    // Row 0 is the expansion line; rows 1.. are random in [-2, 2].
+    std::vector<R> m(n * n);
+    std::vector<L> minor(n);
+    for (int attempt = 0;; ++attempt) {
+        if (attempt == 1000) {
+            ADD_FAILURE() << "no matrix with usable minors";
+            break;
+        }
+        for (std::size_t i = n; i < n * n; ++i) m[i] = static_cast<R>(2.0 * u(rng));
+        for (std::size_t j = 0; j < n; ++j) {
+            wide sub;
+            for (std::size_t r = 1; r < n; ++r)
+                for (std::size_t c = 0; c < n; ++c)
+                    if (c != j) sub.push_back(W(static_cast<L>(m[r * n + c])));
+            minor[j] = std::real(ref_det(sub, n - 1));
+        }
+        if (std::abs(minor[0]) >= 1 && std::abs(minor[n - 1]) >= 1) break;
+    }
+    auto cofactor = [&](std::size_t j) { return j % 2 == 0 ? minor[j] : -minor[j]; };
+    const L first = in(20.0, 24.0);
+    m[0] = static_cast<R>(first / cofactor(0));
+    L sum = static_cast<L>(m[0]) * cofactor(0);
+    for (std::size_t j = 1; j + 1 < n; ++j) {
+        m[j] = static_cast<R>(u(rng) / std::max(1.0L, std::abs(minor[j])));
+        sum += static_cast<L>(m[j]) * cofactor(j);
+    }
+    const L t = in(1.0, 6.0);
+    m[n - 1] = static_cast<R>((t - sum) / cofactor(n - 1));
+    if (n == 4) {
+        // Row 0 becomes column 3, in order; rows 1..3 become columns 0..2 (det changes sign only).
+        std::vector<R> b(16);
+        for (std::size_t i = 0; i < 4; ++i) {
+            b[i * 4 + 3] = m[i];
+            for (std::size_t c = 0; c < 3; ++c) b[i * 4 + c] = m[(c + 1) * 4 + i];
+        }
+        m = b;
+    }
+    const int total = std::numeric_limits<R>::max_exponent - 3;
+    std::vector<T> a(n * n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const int e = total / static_cast<int>(n) + (static_cast<int>(i) < total % static_cast<int>(n) ? 1 : 0);
+        T phase = T(1);
+        if constexpr (tessera::is_complex_v<T>) {
+            const double theta = 3.14159265358979 * u(rng);
+            phase = T(static_cast<R>(std::cos(theta)), static_cast<R>(std::sin(theta)));
+        }
+        for (std::size_t j = 0; j < n; ++j) a[i * n + j] = phase * T(std::ldexp(m[i * n + j], e));
+    }
+    return a;
+}
+
+/// How scaled_pivots scales a well-conditioned matrix so that the product of its LU pivots, taken
+/// plainly, leaves the range on the way while the determinant does not.
+enum class pivot_scaling {
+    columns_up,    // Q diag(2^p, 2^p, 2^-q, 2^-q, 1, ...): det(Q) 2^20, overflows after two pivots
+    columns_down,  // Q diag(2^-p, 2^-p, 2^q, 2^q, 1, ...): det(Q) 2^-20, underflows after two
+    rows_up,       // diag(2^h, 2^h, 1, ..., 1, 2^-r, 2^-r) Q: det(Q) 2^68, overflows after two
+};
+
+/// A random well-conditioned n x n Q scaled per `how`, with p = 600 and q = 590 for double (75
+/// and 65 for float). Scaling columns by powers of two scales LU's pivots exactly (partial
+/// pivoting picks the same rows), so the diag(2^600, 2^600, 2^-590, 2^-590, 1) case is posed with
+/// its columns scaled: scaling rows that far apart makes the multipliers 2^-1190 underflow, and
+/// then no double LU (LAPACK's neither) can reach the determinant. Rows are scaled by 2^h with
+/// h = max_exponent / 2 + 1 (513, 65) and 2^-r with h + r = 30 less than the normal range's
+/// exponent (r = 479, 31), so that the multipliers stay normal even for entries of 2^-30; that Q
+/// is diagonally dominant and unpermuted, so that partial pivoting keeps the natural order (the
+/// scaling forces the pivot rows, and another order would let the error grow past the bound).
+template <class T>
+std::vector<T> scaled_pivots(session& s, std::size_t n, pivot_scaling how, std::mt19937_64& rng) {
+    using R = real_t<T>;
+    const int p = std::numeric_limits<R>::max_exponent * 600 / 1024, q = p - 10;
+    const int h = std::numeric_limits<R>::max_exponent / 2 + 1;
+    const int r = -std::numeric_limits<R>::min_exponent + 1 - h - 30;
+    const auto qm = random_matrices<T>(s, {n, n}, kind::general, rng);
+    std::vector<T> a(qm.data(), qm.data() + n * n);
+    if (how == pivot_scaling::rows_up) {
+        const auto c = static_cast<real_t<T>>(2.0 * std::sqrt(static_cast<double>(n)) + 1.0);
+        for (std::size_t i = 0; i < n * n; ++i) a[i] = draw<T>(rng) + (i % (n + 1) == 0 ? T(c) : T(0));
+    }
+    auto power = [&](std::size_t k) {
+        switch (how) {
+            case pivot_scaling::columns_up: return k < 2 ? p : (k < 4 ? -q : 0);
+            case pivot_scaling::columns_down: return k < 2 ? -p : (k < 4 ? q : 0);
+            case pivot_scaling::rows_up: return k < 2 ? h : (k + 2 >= n ? -r : 0);
+        }
+        return 0;
+    };
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            const int e = power(how == pivot_scaling::rows_up ? i : j);
+            if constexpr (tessera::is_complex_v<T>)
+                a[i * n + j] = T(std::ldexp(a[i * n + j].real(), e), std::ldexp(a[i * n + j].imag(), e));
+            else
+                a[i * n + j] = std::ldexp(a[i * n + j], e);
+        }
+    return a;
+}
+
+/// c times a random well-conditioned n x n matrix, for a power of two c = 2^e (exact scaling).
+template <class T>
+std::vector<T> scaled_general(session& s, std::size_t n, int e, std::mt19937_64& rng) {
+    const auto qm = random_matrices<T>(s, {n, n}, kind::general, rng);
+    std::vector<T> a(qm.data(), qm.data() + n * n);
+    for (T& x : a) {
+        if constexpr (tessera::is_complex_v<T>) x = T(std::ldexp(x.real(), e), std::ldexp(x.imag(), e));
+        else x = std::ldexp(x, e);
+    }
+    return a;
+}
+
+/// Expects det `got` to be within det_tolerance of the long double reference for `m`.
+template <class T>
+void expect_det_near(T got, const std::vector<T>& m, std::size_t n) {
+    wide w(m.size());
+    for (std::size_t i = 0; i < m.size(); ++i) w[i] = widen(m[i]);
+    const W want = ref_det(w, n);
+    const double tol = det_tolerance<T>(w, n);
+    EXPECT_LE(static_cast<double>(std::abs(widen(got) - want) / std::abs(want)), tol)
+        << "det " << widen(got) << ", want " << want;
+}
+
+// Reported: 2 x 2, 3 x 3 and 4 x 4 determinants of about 1e305 to 1e308, with entries of 1e77 to
+// 1e154, came out NaN or inf from the closed forms; they are redone with LU.
+TYPED_TEST(LinalgTypedTest, DetIsFiniteWhenClosedFormsOverflowOnTheWay) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}}) {
+            for (int rep = 0; rep < 20; ++rep) {
+                SCOPED_TRACE("n = " + std::to_string(n) + ", rep " + std::to_string(rep));
+                const std::vector<T> m = overflowing_closed_form<T>(n, rng);
+                auto a = tessera::empty<T>(s, {n, n});
+                put_item(a, 0, m);
+                const T d = tessera::det(s, a).data()[0];
+                ASSERT_TRUE(std::isfinite(std::real(d)) && std::isfinite(std::imag(d))) << widen(d);
+                expect_det_near(d, m, n);
+                // slogdet, inverse and solve already redo such items with LU.
+                const wide ai = item_of(a, 0, n, n);
+                const W want = ref_det(ai, n);
+                auto [sign, logabs] = tessera::slogdet(s, a);
+                EXPECT_NEAR(static_cast<double>(logabs.data()[0]), static_cast<double>(std::log(std::abs(want))),
+                            det_tolerance<T>(ai, n) * 710.0);
+                EXPECT_LE(std::abs(widen(sign.data()[0]) - want / std::abs(want)), det_tolerance<T>(ai, n));
+                const wide xi = item_of(tessera::inverse(s, a), 0, n, n);
+                EXPECT_LE(distance(matmul(ai, xi, n, n, n), identity(n)), tol<T>(n) * norm(ai) * norm(xi));
+            }
+        }
+    });
+}
+
+// For n >= 5 the determinant is the product of the LU pivots; when that product leaves the range
+// on the way it is redone with a separate binary exponent, so that pivots of 2^600, 2^600, 2^-590,
+// 2^-590 and 1 give 2^20, not inf (and their reciprocals 2^-20, not 0).
+TYPED_TEST(LinalgTypedTest, DetOfLuKeepsThePivotProductInRange) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{5}, std::size_t{8}, std::size_t{12}}) {
+            for (pivot_scaling how : {pivot_scaling::columns_up, pivot_scaling::columns_down, pivot_scaling::rows_up}) {
+                SCOPED_TRACE("n = " + std::to_string(n) + ", scaling " + std::to_string(static_cast<int>(how)));
+                const std::vector<T> m = scaled_pivots<T>(s, n, how, rng);
+                auto a = tessera::empty<T>(s, {n, n});
+                put_item(a, 0, m);
+                expect_det_near(tessera::det(s, a).data()[0], m, n);
+            }
+        }
+    });
+}
+
+// Items whose closed form or pivot product overflows sit among ordinary ones; each is right, in
+// the allocating form and written into a strided out.
+TYPED_TEST(LinalgTypedTest, DetBatchesMixOverflowingAndOrdinaryItems) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5}, std::size_t{9}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const std::size_t items = 7;
+            auto a = random_matrices<T>(s, {items, n, n}, kind::general, rng);
+            std::vector<std::vector<T>> m(items);
+            for (std::size_t i = 0; i < items; ++i) {
+                if (i == 1 || i == 4 || i == 5)
+                    put_item(a, i, n <= 4 ? overflowing_closed_form<T>(n, rng)
+                                          : scaled_pivots<T>(s, n, i == 1 ? pivot_scaling::columns_up
+                                                                   : i == 4 ? pivot_scaling::columns_down
+                                                                            : pivot_scaling::rows_up, rng));
+                m[i].assign(a.data() + i * n * n, a.data() + (i + 1) * n * n);
+            }
+            const auto d = tessera::det(s, a);
+            auto storage = tessera::full<T>(s, {2 * items}, T(-7));
+            const tensor_view<T> out = storage.view().slice(0, 1, tessera::slice_end, 2);
+            tessera::det(s, a, out);
+            for (std::size_t i = 0; i < items; ++i) {
+                SCOPED_TRACE("item " + std::to_string(i));
+                expect_det_near(d.data()[i], m[i], n);
+                EXPECT_EQ(storage.data()[2 * i + 1], d.data()[i]);
+                EXPECT_EQ(storage.data()[2 * i], T(-7));
+            }
+        }
+    });
+}
+
+// The renormalised product gives inf or 0 only when the determinant itself is out of range, and a
+// subnormal determinant to within the subnormal spacing.
+TYPED_TEST(LinalgTypedTest, DetOverflowsAndUnderflowsOnlyWhenTheTrueValueDoes) {
+    using T = TypeParam;
+    using R = real_t<T>;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const int max_e = std::numeric_limits<R>::max_exponent, min_e = std::numeric_limits<R>::min_exponent;
+    const int digits = std::numeric_limits<R>::digits;
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5}, std::size_t{9}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const int ni = static_cast<int>(n);
+            auto a = tessera::empty<T>(s, {n, n});
+            // |det| >= 2^(max_exponent + 4 n) |det Q|, far above the largest finite value.
+            const std::vector<T> big = scaled_general<T>(s, n, max_e / ni + 4, rng);
+            put_item(a, 0, big);
+            const T d_big = tessera::det(s, a).data()[0];
+            wide w(n * n);
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(big[i]);
+            const W want_big = ref_det(w, n);
+            if constexpr (tessera::is_complex_v<T>) {
+                EXPECT_TRUE(std::isinf(std::abs(d_big))) << widen(d_big);
+                EXPECT_FALSE(std::isnan(d_big.real()) || std::isnan(d_big.imag())) << widen(d_big);
+            } else {
+                EXPECT_EQ(d_big, std::real(want_big) < 0 ? -std::numeric_limits<R>::infinity()
+                                                         : std::numeric_limits<R>::infinity());
+            }
+            // |det| <= 2^-(max_exponent + digits + 6 n) |det Q|, far below the smallest subnormal.
+            put_item(a, 0, scaled_general<T>(s, n, -((max_e + digits) / ni + 6), rng));
+            EXPECT_EQ(tessera::det(s, a).data()[0], T(0));
+            // |det| about 2^(min_exponent - 1 - digits / 2): subnormal, with about half the digits.
+            std::vector<T> sub = scaled_general<T>(s, n, 0, rng);
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(sub[i]);
+            const int log2_det_q = static_cast<int>(std::floor(std::log2(std::abs(ref_det(w, n)))));
+            const int e = (min_e - 1 - digits / 2 - log2_det_q) / ni;
+            for (T& x : sub) {
+                if constexpr (tessera::is_complex_v<T>) x = T(std::ldexp(x.real(), e), std::ldexp(x.imag(), e));
+                else x = std::ldexp(x, e);
+            }
+            put_item(a, 0, sub);
+            const T d_sub = tessera::det(s, a).data()[0];
+            for (std::size_t i = 0; i < n * n; ++i) w[i] = widen(sub[i]);
+            const W want_sub = ref_det(w, n);
+            ASSERT_LT(std::abs(want_sub), static_cast<long double>(std::numeric_limits<R>::min()));
+            ASSERT_GT(std::abs(want_sub), 1e3L * std::numeric_limits<R>::denorm_min());
+            const long double spacing = std::numeric_limits<R>::denorm_min();
+            EXPECT_LE(std::abs(widen(d_sub) - want_sub), 2 * spacing + det_tolerance<T>(w, n) * std::abs(want_sub))
+                << widen(d_sub) << " vs " << want_sub;
+        }
+    });
+}
+
 TYPED_TEST(LinalgTypedTest, QrReconstructsWithUnitaryQ) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();
@@ -567,6 +872,95 @@ TYPED_TEST(LinalgTypedTest, EighReconstructsFromTheLowerTriangleOnly) {
     });
 }
 
+/// A random unitary n x n matrix (real orthogonal for real T), exact in long double up to
+/// rounding: the product of two Householder reflections I - 2 v v^H / (v^H v).
+template <class T>
+wide random_unitary(std::size_t n, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    wide q = identity(n);
+    for (int r = 0; r < 2; ++r) {
+        wide v(n);
+        long double vv = 0;
+        for (W& x : v) {
+            x = tessera::is_complex_v<T> ? W(d(rng), d(rng)) : W(d(rng));
+            vv += std::norm(x);
+        }
+        wide h = identity(n);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) h[i * n + j] -= 2.0L * v[i] * std::conj(v[j]) / vv;
+        q = matmul(q, h, n, n, n);
+    }
+    return q;
+}
+
+TYPED_TEST(LinalgTypedTest, EigvalshMatchesEighAndKnownSpectra) {
+    using T = TypeParam;
+    using R = real_t<T>;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n : all_sizes) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const double root_n = std::sqrt(static_cast<double>(n));
+            // Random Hermitian items with garbage above the diagonal: eigh's values, and the trace
+            // and the sum of squares (squared Frobenius norm) of the true matrices.
+            auto a = random_matrices<T>(s, {3, n, n}, kind::hermitian, rng);
+            auto poisoned = dense_copy(s, a.view());
+            for (std::size_t i = 0; i < 3; ++i)
+                for (std::size_t r = 0; r < n; ++r)
+                    for (std::size_t c = r + 1; c < n; ++c) poisoned.data()[(i * n + r) * n + c] = T(R(1e3));
+            const auto w = tessera::eigvalsh(s, poisoned);
+            ASSERT_EQ(w.shape(), (shape{3, n}));
+            const auto full = tessera::eigh(s, poisoned);
+            for (std::size_t i = 0; i < 3; ++i) {
+                const wide ai = item_of(a, i, n, n);
+                const double scale = norm(ai);
+                long double trace = 0, sum = 0, squares = 0;
+                for (std::size_t c = 0; c < n; ++c) {
+                    const R v = w.data()[i * n + c];
+                    EXPECT_NEAR(static_cast<double>(v), static_cast<double>(full.w.data()[i * n + c]), tol<T>(n) * scale);
+                    if (c > 0) {
+                        EXPECT_LE(w.data()[i * n + c - 1], v);
+                    }
+                    trace += std::real(ai[c * n + c]);
+                    sum += v;
+                    squares += static_cast<long double>(v) * v;
+                }
+                EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(trace), tol<T>(n) * scale * root_n);
+                EXPECT_NEAR(static_cast<double>(squares), scale * scale, 2.0 * tol<T>(n) * scale * scale * root_n);
+            }
+            // Known spectra: Q diag(lambda) Q^H with Q unitary, formed in long double and rounded.
+            auto b = tessera::empty<T>(s, {3, n, n});
+            std::vector<std::vector<long double>> lambda(3);
+            for (std::size_t i = 0; i < 3; ++i) {
+                std::uniform_real_distribution<double> d(-4.0, 4.0);
+                for (std::size_t c = 0; c < n; ++c) lambda[i].push_back(d(rng));
+                std::sort(lambda[i].begin(), lambda[i].end());
+                const wide q = random_unitary<T>(n, rng);
+                wide qd = q;
+                for (std::size_t r = 0; r < n; ++r)
+                    for (std::size_t c = 0; c < n; ++c) qd[r * n + c] *= lambda[i][c];
+                const wide bi = matmul(qd, adjoint(q, n, n), n, n, n);
+                for (std::size_t e = 0; e < n * n; ++e) {
+                    if constexpr (tessera::is_complex_v<T>)
+                        b.data()[i * n * n + e] = T(static_cast<R>(bi[e].real()), static_cast<R>(bi[e].imag()));
+                    else
+                        b.data()[i * n * n + e] = static_cast<R>(bi[e].real());
+                }
+            }
+            const auto wb = tessera::eigvalsh(s, b);
+            for (std::size_t i = 0; i < 3; ++i) {
+                const double scale = norm(item_of(b, i, n, n));
+                for (std::size_t c = 0; c < n; ++c)
+                    EXPECT_NEAR(static_cast<double>(wb.data()[i * n + c]), static_cast<double>(lambda[i][c]), tol<T>(n) * scale)
+                        << "item " << i << ", eigenvalue " << c;
+            }
+        }
+    });
+}
+
 // Strided inputs (transposed, batch-sliced, broadcast) and strided outs give bitwise the results of
 // dense operands: each item is copied in before it is computed.
 TYPED_TEST(LinalgTypedTest, StridedInputsAndOutputsMatchDenseOnes) {
@@ -623,6 +1017,7 @@ TYPED_TEST(LinalgTypedTest, StridedInputsAndOutputsMatchDenseOnes) {
                 EXPECT_TRUE(bitwise_equal(w1, w2));
                 EXPECT_TRUE(bitwise_equal(v1, v2));
             }
+            EXPECT_TRUE(bitwise_equal(tessera::eigvalsh(s, h), tessera::eigvalsh(s, h_dense)));
             // Strided outs: into the transpose of a dense tensor.
             auto out_storage = tessera::empty<T>(s, {3, n, n});
             tessera::inverse(s, dense, out_storage.view().transpose(1, 2));
@@ -688,6 +1083,14 @@ TYPED_TEST(LinalgTypedTest, OutParameterFormsMatchAllocatingOnes) {
             auto [w2, v2] = tessera::eigh(s, a);
             EXPECT_TRUE(bitwise_equal(w, w2));
             EXPECT_TRUE(bitwise_equal(v, v2));
+            auto ev = tessera::empty<R>(s, {3, n});
+            tessera::eigvalsh(s, a, ev);
+            EXPECT_TRUE(bitwise_equal(ev, tessera::eigvalsh(s, a)));
+            auto ev_info = tessera::empty<R>(s, {3, n});
+            auto info = tessera::full<std::int32_t>(s, {3}, -7);
+            tessera::eigvalsh(s, a, ev_info, info);
+            EXPECT_TRUE(bitwise_equal(ev_info, ev));
+            for (std::int32_t code : info.values()) EXPECT_EQ(code, 0);
         }
     });
 }
@@ -860,6 +1263,46 @@ TEST_P(LinalgFailureTest, EighInfoIsZeroOnSuccess) {
     });
 }
 
+TEST_P(LinalgFailureTest, EigvalshReportsItemsThatDoNotConverge) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    std::mt19937_64 rng(fresh_seed());
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{3}, std::size_t{5}, std::size_t{12}}) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const std::size_t items = 3000;
+            auto a = random_matrices<double>(s, {items, n, n}, kind::hermitian, rng);
+            // A NaN (an inf becomes one when the solver scales the matrix by its largest entry)
+            // never passes the QR iteration's deflation test, so the solver gives up.
+            a.data()[(2100 * n + 1) * n] = std::numeric_limits<double>::infinity();
+            a.data()[(17 * n + 1) * n] = std::numeric_limits<double>::quiet_NaN();
+            try {
+                (void)tessera::eigvalsh(s, a);
+                ADD_FAILURE() << "no exception";
+            } catch (const tessera::linalg_error& e) {
+                EXPECT_EQ(std::string(e.what()), "eigvalsh: item 17 of 3000 did not converge");
+                EXPECT_EQ(e.item(), 17u);
+                EXPECT_EQ(e.items(), items);
+                EXPECT_EQ(e.info(), 1);
+                EXPECT_EQ(e.reason(), tessera::linalg_reason::no_convergence);
+            }
+            auto w = tessera::empty<double>(s, {items, n});
+            auto info = tessera::full<std::int32_t>(s, {items}, -7);
+            tessera::eigvalsh(s, a, w, info);
+            for (std::size_t i = 0; i < items; ++i)
+                ASSERT_EQ(info.data()[i], (i == 17 || i == 2100) ? 1 : 0) << i;
+            EXPECT_TRUE(all_nan(w, 17 * n, n));
+            EXPECT_TRUE(all_nan(w, 2100 * n, n));
+            EXPECT_FALSE(all_nan(w, 0, n));
+            // eigh fails on the same items.
+            auto ew = tessera::empty<double>(s, {items, n});
+            auto ev = tessera::empty<double>(s, {items, n, n});
+            auto eigh_info = tessera::empty<std::int32_t>(s, {items});
+            tessera::eigh(s, a, ew, ev, eigh_info);
+            EXPECT_TRUE(bitwise_equal(eigh_info, info));
+        }
+    });
+}
+
 // Closed forms (n <= 3, 4 x 4 cofactors) fall back to LU when the determinant under- or overflows,
 // so a well-conditioned but tiny or huge matrix is solved, not reported or turned into inf/NaN.
 TEST(LinalgTest, ClosedFormsFallBackToLuOnTinyOrHugeDeterminants) {
@@ -930,6 +1373,8 @@ TEST(LinalgTest, BadShapesThrowBeforeAnythingIsWritten) {
         EXPECT_THROW(tessera::lu(s, rect), tessera::shape_error);
         EXPECT_THROW(tessera::slogdet(s, rect), tessera::shape_error);
         EXPECT_THROW(tessera::svdvals(s, rect), tessera::shape_error);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, rect); }),
+                  "eigvalsh: a has shape [2,3,4]; expected [..., n, n], a stack of square matrices");
 
         auto a = tessera::full<double>(s, {2, 3, 3}, 1.0);
         auto b_rows = tessera::full<double>(s, {2, 4, 1}, 1.0);
@@ -966,8 +1411,79 @@ TEST(LinalgTest, BadShapesThrowBeforeAnythingIsWritten) {
         EXPECT_EQ(tessera::det(s, none).shape(), (shape{0}));
         EXPECT_EQ(tessera::svd(s, none).s.shape(), (shape{0, 3}));
         EXPECT_EQ(tessera::eigh(s, none).w.shape(), (shape{0, 3}));
+        EXPECT_EQ(tessera::eigvalsh(s, none).shape(), (shape{0, 3}));
         EXPECT_EQ(tessera::solve(s, tessera::empty<double>(s, {2, 0, 0}), tessera::empty<double>(s, {0, 2})).shape(),
                   (shape{2, 0, 2}));
+    });
+}
+
+TEST(LinalgTest, EigvalshHandlesEmptyTinyBroadcastAndStridedOperands) {
+    std::mt19937_64 rng(fresh_seed());
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        EXPECT_EQ(tessera::eigvalsh(s, tessera::empty<double>(s, {0, 3, 3})).shape(), (shape{0, 3}));
+        EXPECT_EQ(tessera::eigvalsh(s, tessera::empty<double>(s, {2, 0, 0})).shape(), (shape{2, 0}));
+        auto w0 = tessera::empty<double>(s, {2, 0});
+        auto info = tessera::full<std::int32_t>(s, {2}, -7);
+        tessera::eigvalsh(s, tessera::empty<double>(s, {2, 0, 0}), w0, info);
+        EXPECT_EQ(info.data()[0], 0);
+        EXPECT_EQ(info.data()[1], 0);
+        // n = 1: the real part of the entry (a diagonal's imaginary part is ignored).
+        auto one = tessera::full<std::complex<double>>(s, {3, 1, 1}, std::complex<double>(2.5, 7.0));
+        const auto w1 = tessera::eigvalsh(s, one);
+        ASSERT_EQ(w1.shape(), (shape{3, 1}));
+        for (double v : w1.values()) EXPECT_EQ(v, 2.5);
+        // A single matrix gives [n].
+        auto a = random_matrices<double>(s, {1, 5, 5}, kind::hermitian, rng);
+        const auto once = tessera::eigvalsh(s, a);
+        EXPECT_EQ(tessera::eigvalsh(s, a.view().squeeze(0)).shape(), (shape{5}));
+        // A broadcast batch (stride 0) repeats the item's values.
+        const auto w = tessera::eigvalsh(s, a.view().broadcast_to({4, 5, 5}));
+        ASSERT_EQ(w.shape(), (shape{4, 5}));
+        for (std::size_t i = 0; i < 4; ++i)
+            for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(w.data()[i * 5 + c], once.data()[c]);
+        // Transposed and batch-sliced input, strided out (every other column of a wider tensor).
+        auto storage = random_matrices<double>(s, {6, 5, 5}, kind::hermitian, rng);
+        const tensor_view<const double> strided = storage.view().slice(0, 0, tessera::slice_end, 2).transpose(1, 2);
+        auto out_storage = tessera::full<double>(s, {3, 10}, -7.0);
+        const tensor_view<double> out = out_storage.view().slice(1, 0, tessera::slice_end, 2);
+        tessera::eigvalsh(s, strided, out);
+        const auto dense = tessera::eigvalsh(s, dense_copy(s, strided));
+        for (std::size_t i = 0; i < 3; ++i)
+            for (std::size_t c = 0; c < 5; ++c) {
+                EXPECT_EQ(out_storage.data()[i * 10 + 2 * c], dense.data()[i * 5 + c]);
+                EXPECT_EQ(out_storage.data()[i * 10 + 2 * c + 1], -7.0);
+            }
+    });
+}
+
+TEST(LinalgTest, EigvalshChecksItsOperandsBeforeWriting) {
+    std::mt19937_64 rng(fresh_seed());
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        auto a = random_matrices<double>(s, {2, 3, 3}, kind::hermitian, rng);
+        const auto before = dense_copy(s, a.view());
+        auto w_bad = tessera::full<double>(s, {2, 4}, -5.0);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w_bad); }),
+                  "eigvalsh: w has shape [2,4] but the result has shape [2,3]");
+        auto w = tessera::full<double>(s, {2, 3}, -5.0);
+        auto info_bad = tessera::full<std::int32_t>(s, {3}, -5);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w, info_bad); }),
+                  "eigvalsh: info has shape [3] but the result has shape [2]");
+        const tensor_view<double> inside(a.data() + 1, shape{2, 3});
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, inside); }),
+                  "eigvalsh: w overlaps a; an out may only be the very same view as an input of its shape");
+        auto row = tessera::full<double>(s, {1, 3}, -5.0);
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, row.view().broadcast_to({2, 3})); }),
+                  "eigvalsh: w repeats elements (an axis with stride 0); it cannot be written");
+        const tensor_view<std::int32_t> info_in_w(reinterpret_cast<std::int32_t*>(w.data()), shape{2});
+        EXPECT_EQ(message_of([&] { tessera::eigvalsh(s, a, w, info_in_w); }),
+                  "eigvalsh: info overlaps w; an out may only be the very same view as an input of its shape");
+        for (double v : w_bad.values()) EXPECT_EQ(v, -5.0);
+        for (double v : w.values()) EXPECT_EQ(v, -5.0);
+        for (double v : row.values()) EXPECT_EQ(v, -5.0);
+        for (std::int32_t v : info_bad.values()) EXPECT_EQ(v, -5);
+        EXPECT_TRUE(bitwise_equal(a, before));
     });
 }
 
@@ -1013,7 +1529,8 @@ TEST(LinalgTest, OverlappingOutsThrowBeforeAnythingIsWritten) {
 
 class LinalgDispatchTest : public ::testing::TestWithParam<int> {};
 
-/// Calls every op once on `a` (SPD, [items, n, n]) with out-parameters: 10 op calls.
+/// Calls every op once on `a` (SPD, [items, n, n]) with out-parameters, eigvalsh also with info:
+/// 12 op calls.
 void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, std::size_t items,
                   std::size_t n, std::vector<tensor<double>>& outs, std::vector<tensor<std::int64_t>>& piv,
                   tensor<std::int32_t>& info) {
@@ -1023,6 +1540,7 @@ void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, 
         outs.push_back(tessera::empty<double>(s, {items}));
         outs.push_back(tessera::empty<double>(s, {items}));
         outs.push_back(tessera::empty<double>(s, {items}));
+        outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
         outs.push_back(tessera::empty<double>(s, {items, n}));
@@ -1039,6 +1557,8 @@ void run_every_op(session& s, const tensor<double>& a, const tensor<double>& b, 
     tessera::svd(s, a, outs[5], outs[13], outs[6]);
     tessera::svdvals(s, a, outs[14]);
     tessera::eigh(s, a, outs[15], outs[7]);
+    tessera::eigvalsh(s, a, outs[16]);
+    tessera::eigvalsh(s, a, outs[16], info);
 }
 
 TEST_P(LinalgDispatchTest, SmallBatchRunsInlineAndLargeBatchDispatchesOnce) {
@@ -1059,8 +1579,8 @@ TEST_P(LinalgDispatchTest, SmallBatchRunsInlineAndLargeBatchDispatchesOnce) {
             });
             const tessera::stats d = be.stats() - before;
             const bool parallel = items > 1 && threads > 1;
-            EXPECT_EQ(d.parallel_dispatches, parallel ? 10u : 0u) << items;
-            EXPECT_EQ(d.inline_dispatches, parallel ? 0u : 10u) << items;
+            EXPECT_EQ(d.parallel_dispatches, parallel ? 12u : 0u) << items;
+            EXPECT_EQ(d.inline_dispatches, parallel ? 0u : 12u) << items;
         }
     }
 }
@@ -1119,6 +1639,7 @@ TEST_P(LinalgDispatchTest, WarmCallsMakeNoHeapAllocationUpToEight) {
                 const auto q = tessera::qr(s, a);
                 const auto u = tessera::svd(s, a);
                 const auto w = tessera::eigh(s, a);
+                const auto ev = tessera::eigvalsh(s, a);
             };
             allocating_forms();  // warm: the workspace now holds a block of every size used
             {
@@ -1150,6 +1671,28 @@ TEST(LinalgTest, SolveAndInverseAtThreeAndFourMakeNoHeapAllocationInALargeBatch)
             tessera::inverse(s, a, inv);
             tessera::inverse(s, a, inv, info);
             EXPECT_EQ(counted.count(), 0u) << n;
+        }
+    });
+}
+
+// Above 8, eigvalsh's solver storage is allocated once per chunk of items, not per item (eigh
+// also allocates per item, to form the eigenvectors).
+TEST(LinalgTest, EigvalshAboveEightAllocatesPerChunkNotPerItem) {
+    backend be{backend_options{}.with_threads(1)};
+    std::mt19937_64 rng(fresh_seed());
+    be.run([&](session& s) {
+        for (std::size_t n : {std::size_t{9}, std::size_t{12}, std::size_t{20}}) {
+            auto allocations = [&](std::size_t items) {
+                auto a = random_matrices<double>(s, {items, n, n}, kind::hermitian, rng);
+                auto w = tessera::empty<double>(s, {items, n});
+                tessera::eigvalsh(s, a, w);  // warm
+                tessera::test::allocation_scope counted;
+                tessera::eigvalsh(s, a, w);
+                return counted.count();
+            };
+            const auto one = allocations(1);
+            EXPECT_GT(one, 0u) << n;
+            EXPECT_EQ(allocations(50), one) << n;
         }
     });
 }

@@ -1,6 +1,6 @@
 // tessera/ops/linalg.hpp - batched dense linear algebra on stacks of square matrices [..., n, n]:
-// inverse, solve, cholesky, lu, det, slogdet, qr, svd/svdvals and eigh, with per-item failure
-// reports (tessera::linalg_error, or an info tensor). Start with tessera::solve.
+// inverse, solve, cholesky, lu, det, slogdet, qr, svd/svdvals and eigh/eigvalsh, with per-item
+// failure reports (tessera::linalg_error, or an info tensor). Start with tessera::solve.
 // The op bodies live in the library (src/linalg_*.cpp), so this header does not include Eigen.
 #pragma once
 
@@ -48,27 +48,32 @@
 // or a LAPACK-like code > 0, and the outputs of a failed item are filled with NaN. Codes:
 //   inverse, solve: k + 1 where U(k, k) is the first zero pivot of the LU factorisation (getrf);
 //   cholesky:       k where the leading minor of order k is not positive definite (potrf);
-//   eigh:           1 when the QR iteration did not converge;
+//   eigh, eigvalsh: 1 when the QR iteration did not converge;
 //   lu:             as inverse, but the factorisation is still valid and is written (not NaN).
 // A pivot counts as zero when its magnitude is below the smallest normal number (zero or
 // subnormal); only exact (or subnormal) singularity is detected - a nearly singular matrix gives
 // large, inaccurate results, not an error. NaN or infinite inputs propagate to the outputs and are
-// not reported.
+// not reported, except by eigh and eigvalsh, whose iteration then does not converge.
 //
 // Algorithms: 1 x 1 to 3 x 3 inverse, solve, det and slogdet use closed forms (adjugate over the
-// determinant); when that determinant is zero, subnormal or not finite the item is redone with
-// LU, which decides whether it is singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor
-// formulas with the same fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions
-// on stack copies, and larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
-// SelfAdjointEigenSolver; cholesky is tessera's own, reading only the lower triangle).
+// determinant); when that determinant is zero, subnormal or not finite (an intermediate product
+// may overflow or underflow while the determinant is in range) the item is redone with LU, which
+// decides whether it is singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor formulas
+// with the same fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions on stack
+// copies, and larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
+// SelfAdjointEigenSolver, without eigenvectors for eigvalsh; cholesky is tessera's own, reading
+// only the lower triangle). det from LU is sign(P) times the product of U's diagonal, taken with
+// a separate binary exponent when a partial product leaves the normal range, so that it is inf or
+// 0 only when the determinant itself is out of range.
 //
 // Threads and memory: work is split over the batch with the backend's grain (an item counts
 // about n^3 units, more for svd and eigh), inline on the session's thread when small. Each item is
 // copied in (Map-ed when dense) before any of its outputs is written. For n <= 8 nothing is
 // allocated on the heap beyond the allocating forms' tensors (served by the workspace when warm).
-// For n > 8 the dynamic-size Eigen objects allocate once per chunk of items; SelfAdjointEigenSolver
-// (eigh) also allocates per item, and for large n (beyond about 100) Eigen's blocked LU and
-// triangular solves may allocate their pack buffers per item.
+// For n > 8 the dynamic-size Eigen objects allocate once per chunk of items; eigh also allocates
+// per item (SelfAdjointEigenSolver forming the eigenvectors; eigvalsh does not), and for large n
+// (beyond about 100) Eigen's blocked LU and triangular solves may allocate their pack buffers per
+// item.
 
 namespace tessera {
 
@@ -259,6 +264,9 @@ void svd_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& u,
 template <on_failure Mode, class T>
 void eigh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_type_t<T>>& w,
               const tensor_view<T>& v, const tensor_view<std::int32_t>& info);
+template <on_failure Mode, class T>
+void eigvalsh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_type_t<T>>& w,
+                  const tensor_view<std::int32_t>& info);
 
 // ---- validation of whole calls ----------------------------------------------------------------
 
@@ -487,7 +495,9 @@ void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_o
 // ---- det, slogdet --------------------------------------------------------------------------------
 
 /// Returns the determinant of every item ([...]; rank 0 for a single matrix). A singular matrix
-/// gives 0; the product may overflow or underflow for large n (use slogdet).
+/// gives 0 (through LU it may give a value at the rounding level, as NumPy's does). The result is
+/// inf or 0 only when the determinant is out of the type's range, which for large n is common
+/// (use slogdet), never because an intermediate product overflowed or underflowed.
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> det(session& s, const A& a) {
@@ -673,6 +683,52 @@ void eigh(session& s, const A& a, const tensor_view<real_type_t<T>>& w, const st
         detail::named_out{"w", w, detail::batch_and(detail::leading_axes(av.shape(), 2), {n})},
         detail::named_out{"v", v, av.shape()});
     detail::eigh_run<detail::on_failure::info>(s, av, w, v, info);
+}
+
+// ---- eigvalsh ------------------------------------------------------------------------------------
+
+/// Returns only the eigenvalues ([..., n], ascending, real) of every Hermitian (real: symmetric)
+/// item, as eigh's w; cheaper than eigh, since no eigenvectors are formed. Only the lower
+/// triangle of `a` is read (the diagonal's imaginary part is ignored). Throws linalg_error if the
+/// iteration fails to converge for an item.
+template <tensor_like A, class T = value_of_t<A>>
+    requires linalg_element<T>
+tensor<real_type_t<T>> eigvalsh(session& s, const A& a) {
+    detail::session_access::check_thread(s);
+    const tensor_view<const T> av = as_view(a);
+    const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
+    tensor<real_type_t<T>> w = tensor<real_type_t<T>>::uninitialized(
+        s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n}));
+    detail::eigvalsh_run<detail::on_failure::raise>(s, av, w.view(), {});
+    return w;
+}
+
+/// Writes the eigenvalues into `w` ([..., n]); never allocates from the heap for n <= 8.
+template <tensor_like A, class T = value_of_t<A>>
+    requires linalg_element<T>
+void eigvalsh(session& s, const A& a, const tensor_view<real_type_t<T>>& w) {
+    detail::session_access::check_thread(s);
+    const tensor_view<const T> av = as_view(a);
+    const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
+    detail::validate_unary(
+        "eigvalsh", av, nullptr,
+        detail::named_out{"w", w, detail::batch_and(detail::leading_axes(av.shape(), 2), {n})});
+    detail::eigvalsh_run<detail::on_failure::raise>(s, av, w, {});
+}
+
+/// As above, but reports items that did not converge in `info` (int32, batch shape: 0 or 1) and
+/// fills their eigenvalues with NaN instead of throwing.
+template <tensor_like A, class T = value_of_t<A>>
+    requires linalg_element<T>
+void eigvalsh(session& s, const A& a, const tensor_view<real_type_t<T>>& w,
+              const tensor_view<std::int32_t>& info) {
+    detail::session_access::check_thread(s);
+    const tensor_view<const T> av = as_view(a);
+    const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
+    detail::validate_unary(
+        "eigvalsh", av, &info,
+        detail::named_out{"w", w, detail::batch_and(detail::leading_axes(av.shape(), 2), {n})});
+    detail::eigvalsh_run<detail::on_failure::info>(s, av, w, info);
 }
 
 }  // namespace tessera
