@@ -83,29 +83,48 @@ public:
 
     /// Registers a backend that wants `threads` (at least 2) and returns how many the process
     /// allows it now: `threads`, unless the application holds a global_control with a lower
-    /// max_allowed_parallelism.
+    /// max_allowed_parallelism. Adds or raises tessera's control only when the limit in force is
+    /// below `threads` (so an application's higher limit is left alone).
     int acquire(int threads) {
+        using control = tbb::global_control;
         std::lock_guard lock(mutex_);
         if (threads > tbb::info::default_concurrency()) {
-            requests_.insert(threads);
-            raise_to(*requests_.rbegin());
+            const auto it = requests_.insert(threads);
+            try {
+                const int wanted = *requests_.rbegin();
+                if (control::active_value(control::max_allowed_parallelism) <
+                    static_cast<std::size_t>(wanted))
+                    raise_to(wanted);
+            } catch (...) {
+                requests_.erase(it);
+                throw;
+            }
         }
-        using control = tbb::global_control;
         const std::size_t allowed = control::active_value(control::max_allowed_parallelism);
         return allowed < static_cast<std::size_t>(threads) ? static_cast<int>(allowed) : threads;
     }
 
-    /// Withdraws what acquire(threads) registered.
+    /// Withdraws what acquire(threads) registered; the control goes with the last request above
+    /// the CPU count (one that is still wanted stays, at the largest request left).
     void release(int threads) noexcept {
         std::lock_guard lock(mutex_);
         const auto it = requests_.find(threads);
         if (it == requests_.end()) return;
         requests_.erase(it);
-        if (requests_.empty()) control_.reset();
-        else raise_to(*requests_.rbegin());
+        if (requests_.empty()) {
+            control_.reset();
+            control_value_ = 0;
+        } else if (control_ && control_value_ > *requests_.rbegin()) {
+            try {
+                raise_to(*requests_.rbegin());
+            } catch (...) {
+                // Keeping the higher limit is harmless: it only lets more workers run.
+            }
+        }
     }
 
 private:
+    // Replaces tessera's control with one at `threads`.
     void raise_to(int threads) {
         if (control_value_ == threads && control_) return;
         // Make the new control before dropping the old one, so the limit never falls to the
@@ -147,20 +166,21 @@ backend_core::backend_core(const backend_settings& settings)
         requested_threads_ = settings_.threads;
         settings_.threads = parallelism_limit::instance().acquire(requested_threads_);
     }
-    if (settings_.threads > 1) {
-        try {
+    try {
+        if (settings_.threads > 1) {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
             arena_ = std::make_unique<arena_state>(arena_slots(), settings_.session_slots);
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
             arena_->arena.initialize();
-        } catch (...) {
-            parallelism_limit::instance().release(requested_threads_);
-            throw;
         }
+        register_backend(this);
+    } catch (...) {
+        // No destructor runs for a constructor that throws: withdraw the request here.
+        if (requested_threads_ > 1) parallelism_limit::instance().release(requested_threads_);
+        throw;
     }
-    register_backend(this);
 }
 
 backend_core::~backend_core() {

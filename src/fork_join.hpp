@@ -44,9 +44,6 @@ public:
     ~fork_join() { tsan_acquire(&join_); }
     /// The fork edge: everything this thread did so far happens before every piece.
     void fork() noexcept { tsan_release(&fork_); }
-    /// The join edge taken early, inside a piece: the pieces finished so far (those it waited
-    /// for, e.g. the children of a reduction tree node) happen before what follows.
-    void join_point() noexcept { tsan_acquire(&join_); }
     fork_join(const fork_join&) = delete;
     fork_join& operator=(const fork_join&) = delete;
 

@@ -13,6 +13,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_invoke.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
 
 #include <cstddef>
 
@@ -52,42 +53,64 @@ void fan_out(const backend_core& core, std::size_t n, std::size_t grain,
 
 namespace {
 
-// One node [lo, hi) of the tree: a subtree of at most `grain` leaves is one piece of work; above
-// that the two children run as parallel tasks, the right one into a buffer on this frame, and are
-// joined here, in the tree's shape. Each node is a piece of the hand-over: its result is written
-// before its join edge is released, and a parent acquires the join edge before reading its
-// children's results.
-struct tree_node_runner {
+// The reduction tree over [0, n): what every node reads, written before the first hand-over.
+struct reduction_tree {
     const backend_core& core;
     std::size_t grain;
     function_ref<void(void*, std::size_t, std::size_t)> range;
     function_ref<void(void*, const void*)> join;
-    fork_join& edges;
+    tbb::task_group_context& context;
 
-    void operator()(void* value, std::size_t lo, std::size_t hi) const {
+    // Node [lo, hi): a subtree of at most `grain` leaves is one piece of work (a chunk of the
+    // backend); above that the two children run as parallel tasks, the right one into a buffer on
+    // this frame, and are joined here, in the tree's shape.
+    void run(void* value, std::size_t lo, std::size_t hi) const;
+};
+
+// A child of a node, handed to oneTBB. Its fork/join edges come first, so a thread that steals it
+// names them from its address before reading anything the parent wrote; the parent forks just
+// before the hand-over and its destructor, after parallel_invoke returns, is the join: the
+// children's results happen before the parent joins them. Siblings stay unordered with each other,
+// so a race between two subtrees is still reported.
+struct tree_child {
+    mutable fork_join edges;
+    const reduction_tree& tree;
+    void* value;
+    std::size_t lo, hi;
+
+    void operator()() const {
         fork_join::piece in_piece(edges);
-        if (hi - lo <= grain) {
-            chunk_scope in_chunk(core);
-            range(value, lo, hi);
-            return;
-        }
-        const std::size_t mid = lo + tree_split(hi - lo);
-        alignas(std::max_align_t) unsigned char right[max_tree_value];
-        tbb::parallel_invoke([&] { (*this)(value, lo, mid); }, [&] { (*this)(right, mid, hi); });
-        edges.join_point();
-        join(value, right);
+        tree.run(value, lo, hi);
     }
 };
+
+void reduction_tree::run(void* value, std::size_t lo, std::size_t hi) const {
+    if (hi - lo <= grain) {
+        chunk_scope in_chunk(core);
+        range(value, lo, hi);
+        return;
+    }
+    const std::size_t mid = lo + tree_split(hi - lo);
+    alignas(std::max_align_t) unsigned char right[max_tree_value];
+    {
+        const tree_child left_child{{}, *this, value, lo, mid};
+        const tree_child right_child{{}, *this, right, mid, hi};
+        left_child.edges.fork();
+        right_child.edges.fork();
+        tbb::parallel_invoke(left_child, right_child, context);
+    }
+    join(value, right);
+}
 
 }  // namespace
 
 void tree_reduce(const backend_core& core, std::size_t n, std::size_t grain, void* result,
                  function_ref<void(void*, std::size_t, std::size_t)> range,
                  function_ref<void(void*, const void*)> join) {
-    fork_join edges;
-    const tree_node_runner run{core, grain < 1 ? 1 : grain, range, join, edges};
-    edges.fork();
-    run(result, 0, n);
+    // One context for the whole tree (parallel_invoke would otherwise make one per node).
+    tbb::task_group_context context;
+    const reduction_tree tree{core, grain < 1 ? 1 : grain, range, join, context};
+    tree.run(result, 0, n);
 }
 
 int arena_thread_index() noexcept { return tbb::this_task_arena::current_thread_index(); }

@@ -176,6 +176,18 @@ TEST(BackendTest, ProcessLimitFollowsTheLargestLiveRequestAndIsRestored) {
     EXPECT_EQ(allowed_parallelism(), before);
 }
 
+TEST(BackendTest, AnApplicationsHigherOneTbbLimitIsLeftAlone) {
+    const int cpus = tbb::info::default_concurrency();
+    const auto high = static_cast<std::size_t>(cpus + 8);
+    const tbb::global_control app(tbb::global_control::max_allowed_parallelism, high);
+    {
+        tessera::backend be{tessera::backend_options{}.with_threads(cpus + 2)};
+        EXPECT_EQ(be.threads(), cpus + 2);
+        EXPECT_EQ(allowed_parallelism(), high);  // no control of tessera's caps it lower
+    }
+    EXPECT_EQ(allowed_parallelism(), high);
+}
+
 TEST(BackendTest, ThreadsReportsTheApplicationsLowerOneTbbLimit) {
     const tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 2);
     ::testing::internal::CaptureStderr();

@@ -13,6 +13,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -49,6 +50,25 @@ TEST(ShapeTest, TakesExtentsOfAnyIntegerType) {
     EXPECT_EQ(shape(std::span<const std::size_t>(dims)), want);
     EXPECT_EQ(shape(std::vector<int>{}), shape());
     EXPECT_EQ(shape(std::vector<int>{}).count(), 1u);
+}
+
+// Characters are not extents, and integers wider than std::uintmax_t cannot be kept exactly.
+static_assert(!std::is_constructible_v<shape, const char (&)[3]>);
+static_assert(!std::is_constructible_v<shape, std::string>);
+static_assert(!std::is_convertible_v<char, tessera::any_integer>);
+static_assert(!std::is_convertible_v<bool, tessera::any_integer>);
+__extension__ typedef __int128 int128;  // GCC's and Clang's, accepted as std::integral in gnu++20
+static_assert(!std::is_convertible_v<int128, tessera::any_integer>);
+static_assert(std::is_convertible_v<unsigned short, tessera::any_integer>);
+
+TEST(ShapeTest, UnscopedEnumeratorsAreExtentsAndAxes) {
+    enum { rows = 2, cols = 3 };
+    EXPECT_EQ((shape{rows, cols}), (shape{2, 3}));
+    backend be{backend_options{}.with_threads(1)};
+    be.run([](session& s) {
+        const tensor<double> a = tessera::zeros<double>(s, {rows, cols});
+        EXPECT_EQ(tessera::sum(s, a, {rows - 1}).shape(), (shape{2}));
+    });
 }
 
 TEST(ShapeTest, NegativeExtentIsAShapeErrorNamingTheAxisAndValue) {

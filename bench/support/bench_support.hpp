@@ -21,8 +21,8 @@ namespace tessera_bench {
 /// and only those of at least `min_threads`.
 std::vector<std::int64_t> thread_counts(int min_threads = 1);
 
-/// Prints the CPU, CPU counts, oneTBB version and concurrency, compiler, build type, NDEBUG,
-/// probes and the date, so that every set of numbers says where it came from.
+/// Prints the CPU, CPU counts, oneTBB version and concurrency, compiler, build type, NDEBUG and
+/// the date, so that every set of numbers says where it came from.
 void print_machine_facts(std::FILE* out);
 
 /// What one benchmark measured: real time per iteration, in ns.

@@ -23,6 +23,8 @@ struct backend_options {
     /// variable if set, else the process's CPU-affinity count. 1 gives an inline backend that
     /// never touches oneTBB. A value outside 1..4096 is a config_error, and so is a
     /// TESSERA_NUM_THREADS (read only when this is unset) that is not a whole number in 1..4096.
+    /// More threads than CPUs are honoured (the backend raises oneTBB's process-wide limit while
+    /// it lives; see docs/faq.md).
     std::optional<int> threads;
     /// Application threads that may hold sessions at once; further callers wait for a slot.
     /// Each slot is an arena slot reserved for application threads. A value outside 1..4096 is a
@@ -153,11 +155,13 @@ public:
     /// returns the bytes freed. Thread-safe.
     std::size_t trim() noexcept;
 
-    /// Returns the thread count one session may use (1 for an inline backend).
+    /// Returns the thread count one session may use (1 for an inline backend): the requested
+    /// count, or less when the application caps oneTBB's max_allowed_parallelism below it.
     int threads() const noexcept { return core_->settings().threads; }
     /// Returns how many application threads may hold sessions at once.
     int session_slots() const noexcept { return core_->settings().session_slots; }
-    /// Returns the options after defaults and the environment were applied.
+    /// Returns the options after defaults, the environment and the process's thread limit were
+    /// applied.
     backend_options options() const noexcept;
 
 private:

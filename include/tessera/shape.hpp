@@ -25,17 +25,32 @@ namespace detail {
 [[noreturn]] void throw_negative_extent(std::size_t axis, const any_integer& extent);
 }  // namespace detail
 
-/// An integer of any type but bool (int, long, std::size_t, ...), kept exactly as sign and
-/// magnitude. Shapes and axis lists take their elements as any_integer, so a caller's own integer
-/// type works in a braced list or a container, and a negative extent or an out-of-range axis is
-/// reported as a shape_error instead of wrapping around.
+/// An integer type whose values are counts or indices: any standard or extended integer type up
+/// to the width of std::uintmax_t, but not bool and not a character type (a string is not a
+/// list of extents).
+template <class I>
+concept index_integer =
+    std::integral<I> && sizeof(I) <= sizeof(std::uintmax_t) && !std::same_as<I, bool> &&
+    !std::same_as<I, char> && !std::same_as<I, signed char> && !std::same_as<I, unsigned char> &&
+    !std::same_as<I, wchar_t> && !std::same_as<I, char8_t> && !std::same_as<I, char16_t> &&
+    !std::same_as<I, char32_t>;
+
+/// An integer of any index_integer type (int, long, std::size_t, ...), or an unscoped enumerator,
+/// kept exactly as sign and magnitude. Shapes and axis lists take their elements as any_integer,
+/// so a caller's own integer type works in a braced list or a container, and a negative extent or
+/// an out-of-range axis is reported as a shape_error instead of wrapping around.
 class any_integer {
 public:
     /// Holds 0.
     constexpr any_integer() noexcept = default;
+    /// Holds an unscoped enumerator's value (`enum { rows = 3 }`), as a plain integer would.
+    template <class E>
+        requires std::is_enum_v<E> && std::is_convertible_v<E, std::underlying_type_t<E>> &&
+                 index_integer<std::underlying_type_t<E>>
+    constexpr any_integer(E value) noexcept  // NOLINT(google-explicit-constructor): by design
+        : any_integer(static_cast<std::underlying_type_t<E>>(value)) {}
     /// Holds `value` exactly.
-    template <std::integral I>
-        requires(!std::same_as<I, bool>)
+    template <index_integer I>
     constexpr any_integer(I value) noexcept {  // NOLINT(google-explicit-constructor): by design
         if constexpr (std::is_signed_v<I>) {
             negative_ = value < 0;
@@ -57,12 +72,11 @@ private:
     bool negative_ = false;
 };
 
-/// A sized range whose elements are integers of any type but bool (std::vector<int>,
+/// A sized range whose elements are of an index_integer type (std::vector<int>,
 /// std::array<std::size_t, N>, std::span<const long>, ...).
 template <class R>
 concept integer_range = std::ranges::sized_range<const R&> &&
-                        std::integral<std::ranges::range_value_t<const R&>> &&
-                        !std::same_as<std::ranges::range_value_t<const R&>, bool>;
+                        index_integer<std::ranges::range_value_t<const R&>>;
 
 /// Extents of a dense tensor, rank 0 (a scalar) to max_rank, with the element count precomputed.
 /// Never allocates.
@@ -195,8 +209,7 @@ public:
             if (i < max_rank) axes_[i++] = any_integer(a);
     }
     /// Holds one axis.
-    template <std::integral I>
-        requires(!std::same_as<I, bool>)
+    template <index_integer I>
     constexpr axis_list(I axis) noexcept : given_(1) {
         axes_[0] = any_integer(axis);
     }

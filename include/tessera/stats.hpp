@@ -19,7 +19,7 @@
                       "ones inside another backend's work")                                       \
     X(nested_reuses, "run calls that reused the thread's open session")                          \
     X(child_sessions, "sessions opened inside a parallel chunk")                                 \
-    X(parallel_dispatches, "op steps that fanned out with tbb::parallel_for")                    \
+    X(parallel_dispatches, "op steps that fanned out over the arena")                            \
     X(inline_dispatches, "op steps that ran inline on the session thread")                       \
     X(pool_hits, "blocks served from a workspace or the shared pool")                            \
     X(pool_misses, "blocks that had to come from the heap")                                      \

@@ -1,9 +1,9 @@
-// NaN, infinities and signed zeros through the elementwise ops whose IEEE edge cases NumPy pins:
-// maximum/minimum propagate a NaN from either side, fmax/fmin ignore a NaN on one side, ties and
-// signed zeros follow NumPy's operand order, abs clears the sign of -0.0, clamp is exactly
-// minimum(maximum(a, low), high). Every pair of special values is checked bit for bit (NaN by
-// class, sign bits included) against NumPy's definitions written out here, inline and on the
-// vectorised, parallel path of a large tensor.
+// NaN of both signs, infinities and signed zeros through the elementwise ops whose IEEE edge cases
+// NumPy pins: maximum/minimum propagate a NaN from either side, fmax/fmin ignore a NaN on one
+// side, ties and signed zeros follow NumPy's operand order, abs clears the sign of -0.0, clamp is
+// exactly minimum(maximum(a, low), high). Every pair of special values is checked bit for bit
+// against NumPy's definitions written out here (a NaN by class and sign, so which operand's NaN
+// comes out is checked too), inline and on the vectorised, parallel path of a large tensor.
 #include "support/backends.hpp"
 
 #include <tessera/backend.hpp>
@@ -38,21 +38,22 @@ struct numpy_rules {
 template <class T>
 std::vector<T> special_values() {
     using lim = std::numeric_limits<T>;
-    return {lim::quiet_NaN(), -lim::infinity(), -lim::max(), T(-1.5), -lim::denorm_min(),
-            T(-0.0),          T(0.0),           lim::denorm_min(), T(2), lim::max(),
-            lim::infinity()};
+    return {lim::quiet_NaN(), -lim::quiet_NaN(), -lim::infinity(), -lim::max(),
+            T(-1.5),          -lim::denorm_min(), T(-0.0),         T(0.0),
+            lim::denorm_min(), T(2),             lim::max(),        lim::infinity()};
 }
 
-// Same value: both NaN, or the same bits (so 0.0 and -0.0 differ).
+// Same value: both NaN of the same sign (which NaN an op returns is NumPy's operand order), or the
+// same bits (so 0.0 and -0.0 differ).
 template <class T>
 bool same_value(T got, T want) {
-    if (std::isnan(want)) return std::isnan(got);
+    if (std::isnan(want)) return std::isnan(got) && std::signbit(got) == std::signbit(want);
     return std::memcmp(&got, &want, sizeof(T)) == 0;
 }
 
 template <class T>
 std::string text(T x) {
-    if (std::isnan(x)) return "nan";
+    if (std::isnan(x)) return std::signbit(x) ? "-nan" : "+nan";
     return (std::signbit(x) ? "-" : "+") + std::to_string(std::fabs(x));
 }
 

@@ -110,21 +110,33 @@ struct add_fn { template <class T> T operator()(T x, T y) const { return x + y; 
 struct sub_fn { template <class T> T operator()(T x, T y) const { return x - y; } };
 struct mul_fn { template <class T> T operator()(T x, T y) const { return x * y; } };
 struct div_fn { template <class T> T operator()(T x, T y) const { return x / y; } };
-// NumPy's rules: maximum/minimum propagate a NaN from either side (a NaN in `x` is kept because
-// every comparison with it is false); fmax/fmin return the other operand when exactly one is NaN.
-// A tie (0.0 and -0.0 included) gives x. Branch-free selects, so loops vectorise (`y != y` is a
-// NaN test that folds away for integers).
+// NumPy's rules: maximum/minimum propagate a NaN from either side (a's NaN when both are: every
+// comparison with a NaN `x` is false); fmax/fmin return the other operand when exactly one is NaN
+// (a's NaN when both are). A tie (0.0 and -0.0 included) gives x. Branch-free selects, so loops
+// vectorise (`y != y` and `x == x` are NaN tests that fold away for integers).
 struct maximum_fn {
-    template <class T> T operator()(T x, T y) const { return (x < y) | (y != y) ? y : x; }
+    template <class T>
+    constexpr T operator()(T x, T y) const noexcept {
+        return (x < y) | ((y != y) & (x == x)) ? y : x;
+    }
 };
 struct minimum_fn {
-    template <class T> T operator()(T x, T y) const { return (y < x) | (y != y) ? y : x; }
+    template <class T>
+    constexpr T operator()(T x, T y) const noexcept {
+        return (y < x) | ((y != y) & (x == x)) ? y : x;
+    }
 };
 struct fmax_fn {
-    template <class T> T operator()(T x, T y) const { return (x < y) | (x != x) ? y : x; }
+    template <class T>
+    constexpr T operator()(T x, T y) const noexcept {
+        return (x < y) | ((x != x) & (y == y)) ? y : x;
+    }
 };
 struct fmin_fn {
-    template <class T> T operator()(T x, T y) const { return (y < x) | (x != x) ? y : x; }
+    template <class T>
+    constexpr T operator()(T x, T y) const noexcept {
+        return (y < x) | ((x != x) & (y == y)) ? y : x;
+    }
 };
 struct pow_fn {
     template <class T>
@@ -203,11 +215,11 @@ inline constexpr detail::binary_op<detail::div_fn, detail::is_numeric> div{"div"
 /// The larger of a and b (real types), as NumPy's `maximum`: a NaN in either operand gives NaN
 /// (the NaN of `a` when both are), and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::maximum_fn, detail::is_real_numeric> maximum{"maximum"};
-/// The smaller of a and b (real types), as NumPy's `minimum`: a NaN in either operand gives NaN,
-/// and a tie (0.0 and -0.0 included) gives a.
+/// The smaller of a and b (real types), as NumPy's `minimum`: a NaN in either operand gives NaN
+/// (the NaN of `a` when both are), and a tie (0.0 and -0.0 included) gives a.
 inline constexpr detail::binary_op<detail::minimum_fn, detail::is_real_numeric> minimum{"minimum"};
 /// The larger of a and b ignoring NaN (real types), as NumPy's `fmax`: where one operand is NaN
-/// the other is returned, NaN only where both are; a tie gives a.
+/// the other is returned, a's NaN where both are; a tie gives a.
 inline constexpr detail::binary_op<detail::fmax_fn, detail::is_real_numeric> fmax{"fmax"};
 /// The smaller of a and b ignoring NaN (real types), as NumPy's `fmin`.
 inline constexpr detail::binary_op<detail::fmin_fn, detail::is_real_numeric> fmin{"fmin"};
