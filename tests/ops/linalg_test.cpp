@@ -1691,7 +1691,8 @@ TEST(LinalgTest, EigvalshAboveEightAllocatesPerChunkNotPerItem) {
                 return counted.count();
             };
             const auto one = allocations(1);
-            EXPECT_GT(one, 0u) << n;
+            // Eigen's per-chunk buffers come from malloc, which is not counted under a sanitizer.
+            if (tessera::test::counts_malloc) EXPECT_GT(one, 0u) << n;
             EXPECT_EQ(allocations(50), one) << n;
         }
     });

@@ -6,6 +6,15 @@
 
 namespace tessera::test {
 
+/// True when heap_allocations() sees the malloc family (Eigen's aligned buffers, for one) as well
+/// as operator new: not under a sanitizer, which owns malloc, so that only operator new is counted.
+inline constexpr bool counts_malloc =
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && defined(__GLIBC__)
+    true;
+#else
+    false;
+#endif
+
 /// Total heap allocations (malloc family and operator new) since the process started.
 std::uint64_t heap_allocations() noexcept;
 
