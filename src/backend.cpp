@@ -71,8 +71,9 @@ backend_settings resolve(const backend_options& o) {
 // oneTBB lets the arenas of a process use max_allowed_parallelism - 1 workers in all. The limit
 // defaults to the process's CPU count, and an arena that asks for more gets no more workers and
 // makes oneTBB print a warning on stderr. A backend asked for more threads than the CPUs raises the
-// limit with a tbb::global_control for as long as it lives. oneTBB applies the smallest of several
-// controls, so there is one, process-wide, set to the largest count a live backend asked for.
+// limit with a tbb::global_control for as long as it lives, when the limit in force is lower.
+// oneTBB applies the smallest of several controls, so there is one, process-wide, set to the
+// largest count a live backend asked for.
 class parallelism_limit {
 public:
     static parallelism_limit& instance() {
@@ -94,7 +95,7 @@ public:
                 const int wanted = *requests_.rbegin();
                 if (control::active_value(control::max_allowed_parallelism) <
                     static_cast<std::size_t>(wanted))
-                    raise_to(wanted);
+                    set_control(wanted);
             } catch (...) {
                 requests_.erase(it);
                 throw;
@@ -116,7 +117,7 @@ public:
             control_value_ = 0;
         } else if (control_ && control_value_ > *requests_.rbegin()) {
             try {
-                raise_to(*requests_.rbegin());
+                set_control(*requests_.rbegin());
             } catch (...) {
                 // Keeping the higher limit is harmless: it only lets more workers run.
             }
@@ -124,8 +125,9 @@ public:
     }
 
 private:
-    // Replaces tessera's control with one at `threads`.
-    void raise_to(int threads) {
+    // Replaces tessera's control with one at `threads` (higher when a larger request arrives,
+    // lower when the largest one leaves).
+    void set_control(int threads) {
         if (control_value_ == threads && control_) return;
         // Make the new control before dropping the old one, so the limit never falls to the
         // default in between.

@@ -69,6 +69,12 @@ inline std::size_t normalize_axis(const char* op, const any_integer& axis, std::
 /// without copying, as NumPy does; returns false when the layout does not allow it.
 bool reshape_strides(const shape& from, const stride_array& strides, const shape& to,
                      stride_array& out) noexcept;
+/// A braced operand list (`{a, b, c}`, as concat, stack and einsum take) as a span; the list's
+/// array lives until the end of the full expression that made it.
+template <class T>
+std::span<const T> span_of(std::initializer_list<T> in) noexcept {
+    return {in.begin(), in.size()};
+}
 }  // namespace detail
 
 /// A non-owning, strided view of elements of type T (const T for a read-only view).

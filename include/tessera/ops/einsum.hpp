@@ -44,12 +44,6 @@ std::array<tensor_view<const T>, sizeof...(Ops)> einsum_views(const Ops&... ops)
     return {as_view(ops)...};
 }
 
-/// A braced operand list as a span (the list's array lives until the end of the full expression).
-template <class T>
-std::span<const T> einsum_list(std::initializer_list<T> in) noexcept {
-    return {in.begin(), in.size()};
-}
-
 struct einsum_plan_access;
 
 /// The common start of every einsum and einsum_into form: checks the thread and the list's length
@@ -130,7 +124,7 @@ tensor<T> einsum(session& s, std::string_view spec, std::span<const tensor_view<
 /// name the element type when the list holds tensors: `tessera::einsum<float>(s, spec, {a, b})`.
 template <floating T>
 tensor<T> einsum(session& s, std::string_view spec, std::initializer_list<tensor_view<const T>> operands) {
-    return detail::einsum_new<T, max_einsum_operands>(s, spec, detail::einsum_list(operands));
+    return detail::einsum_new<T, max_einsum_operands>(s, spec, detail::span_of(operands));
 }
 
 /// Writes einsum(spec, operands...) into `out` (the result's shape, any strides); never allocates
@@ -159,7 +153,7 @@ void einsum_into(session& s, std::string_view spec, const std::type_identity_t<t
 template <floating T>
 void einsum_into(session& s, std::string_view spec, const std::type_identity_t<tensor_view<T>>& out,
                  std::initializer_list<tensor_view<const T>> operands) {
-    detail::einsum_write<T, max_einsum_operands>(s, spec, out, detail::einsum_list(operands));
+    detail::einsum_write<T, max_einsum_operands>(s, spec, out, detail::span_of(operands));
 }
 
 /// A planned einsum for one spec, element type and set of operand shapes, made by prepare.
@@ -189,7 +183,7 @@ public:
     }
     /// Returns the result for a braced list of operands, as the span overload does.
     tensor<T> operator()(session& s, std::initializer_list<tensor_view<const T>> operands) const {
-        return run_new<max_einsum_operands>(s, detail::einsum_list(operands));
+        return run_new<max_einsum_operands>(s, detail::span_of(operands));
     }
 
     /// Writes the result into `out`; never allocates on the heap in a warm session. Checks as
@@ -205,7 +199,7 @@ public:
     }
     /// Writes the result for a braced list of operands into `out`, as the form above does.
     void into(session& s, const tensor_view<T>& out, std::initializer_list<tensor_view<const T>> operands) const {
-        run_into<max_einsum_operands>(s, out, detail::einsum_list(operands));
+        run_into<max_einsum_operands>(s, out, detail::span_of(operands));
     }
 
     /// Returns the spec the plan was made for.

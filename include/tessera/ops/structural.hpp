@@ -376,12 +376,6 @@ void join_into(session& s, const char* op, bool stack, std::span<const tensor_vi
     join_run(s, stack, in, norm, out);
 }
 
-template <class T>
-std::span<const tensor_view<const T>> span_of(
-    std::initializer_list<tensor_view<const T>> in) noexcept {
-    return {in.begin(), in.size()};
-}
-
 }  // namespace detail
 
 /// Returns a dense row-major copy of `v` (any strides: transposed, sliced, flipped, broadcast).
