@@ -100,16 +100,16 @@ int main(int argc, char** argv) {
     results way[3];
     be.run([&](session& s) {
         std::mt19937 rng(42);
-        in.transforms = tensor<float>::uninitialized(s, {count, 4, 4});
+        in.transforms = empty<float>(s, {count, 4, 4});
         fill_rigid_transforms(in.transforms, rng);
         in.points = tessera::uniform<float>(s, {count, 4, 1}, -100.0f, 100.0f, 7);
         for (std::size_t i = 0; i < count; ++i) in.points.data()[4 * i + 3] = 1.0f;
-        in.a = tensor<float>::uninitialized(s, {count, 3, 3});
+        in.a = empty<float>(s, {count, 3, 3});
         fill_solvable(in.a, rng);
         in.b = tessera::uniform<float>(s, {count, 3, 1}, -1.0f, 1.0f, 9);
         for (results& r : way) {
-            r.moved = tensor<float>::uninitialized(s, {count, 4, 1});
-            r.solved = tensor<float>::uninitialized(s, {count, 3, 1});
+            r.moved = empty<float>(s, {count, 4, 1});
+            r.solved = empty<float>(s, {count, 3, 1});
         }
     });
 

@@ -143,8 +143,10 @@ void run_op(program& in, session& s, const tensor_view<float>& a, const tensor_v
             case 2: (void)tessera::sum(s, a); break;
             case 3: {
                 const std::ptrdiff_t axis = in.in(-5, 5);
-                const bool keepdims = in.byte() % 2 == 0;
-                (void)tessera::sum(s, a, {axis}, keepdims);
+                if (in.byte() % 2 == 0)
+                    (void)tessera::sum(s, a, {axis}, tessera::keepdims);
+                else
+                    (void)tessera::sum(s, a, {axis});
                 break;
             }
             case 4: (void)tessera::contiguous(s, a); break;

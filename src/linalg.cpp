@@ -1,6 +1,7 @@
 // Out-of-line error reporting for the batched linear algebra ops (tessera/ops/linalg.hpp): the
 // messages are formatted here, and only when something is actually thrown.
 #include <tessera/ops/linalg.hpp>
+#include <tessera/print.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,9 +9,6 @@
 #include <string>
 
 namespace tessera::detail {
-namespace {
-std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
-}  // namespace
 
 void throw_linalg_failure(const char* op, linalg_reason reason, std::size_t item, std::size_t items,
                           int info) {
@@ -34,24 +32,24 @@ void throw_linalg_failure(const char* op, linalg_reason reason, std::size_t item
 
 void throw_not_square(const char* op, const char* operand, const shape& s) {
     throw shape_error(fmt::format("{}: {} has shape {}; expected [..., n, n], a stack of square matrices",
-                                  op, operand, text(s)));
+                                  op, operand, to_string(s)));
 }
 
 void throw_rhs_shape(const char* op, const shape& a, const shape& b) {
     const std::size_t n = a[a.rank() - 1];
     throw shape_error(fmt::format(
         "{}: b has shape {} but a has shape {}; expected b as [..., {}, k] (a vector as [..., {}, 1])",
-        op, text(b), text(a), n, n));
+        op, to_string(b), to_string(a), n, n));
 }
 
 void throw_batch_mismatch(const char* op, const shape& a, const shape& b) {
-    throw shape_error(fmt::format("{}: the batch axes of a {} and b {} do not broadcast", op, text(a),
-                                  text(b)));
+    throw shape_error(fmt::format("{}: the batch axes of a {} and b {} do not broadcast", op, to_string(a),
+                                  to_string(b)));
 }
 
 void throw_linalg_out_shape(const char* op, const char* name, const shape& got, const shape& expected) {
     throw shape_error(fmt::format("{}: {} has shape {} but the result has shape {}", op, name,
-                                  text(got), text(expected)));
+                                  to_string(got), to_string(expected)));
 }
 
 void throw_linalg_overlap(const char* op, const char* out, const char* other) {

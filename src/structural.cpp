@@ -1,6 +1,7 @@
 // Out-of-line throw helpers of the structural ops (concat, stack) and of the Eigen bridge
 // (as_eigen): the messages are formatted here, only when something is thrown.
 #include <tessera/error.hpp>
+#include <tessera/print.hpp>
 #include <tessera/shape.hpp>
 
 #include <fmt/format.h>
@@ -10,10 +11,6 @@
 #include <string>
 
 namespace tessera::detail {
-namespace {
-std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
-}  // namespace
-
 void throw_join_empty(const char* op) {
     throw shape_error(fmt::format("{}: no inputs given; at least one is needed", op));
 }
@@ -26,14 +23,14 @@ void throw_join_rank(const char* op, std::size_t index, std::size_t rank, std::s
 void throw_join_shape(const char* op, std::size_t index, const shape& got, const shape& first) {
     throw shape_error(fmt::format("{}: input {} has shape {} but input 0 has shape {}; all must "
                                   "have the same shape",
-                                  op, index, text(got), text(first)));
+                                  op, index, to_string(got), to_string(first)));
 }
 
 void throw_join_extent(const char* op, std::size_t index, const shape& got, const shape& first,
                        std::size_t axis) {
     throw shape_error(fmt::format("{}: input {} has shape {} but input 0 has shape {}; they may "
                                   "differ only on axis {}",
-                                  op, index, text(got), text(first), axis));
+                                  op, index, to_string(got), to_string(first), axis));
 }
 
 void throw_join_overflow(const char* op, std::size_t axis) {

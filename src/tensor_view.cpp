@@ -1,15 +1,12 @@
 // Out-of-line parts of tensor_view: the no-copy reshape and the view error messages.
 #include <tessera/error.hpp>
+#include <tessera/print.hpp>
 #include <tessera/tensor_view.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 namespace tessera::detail {
-namespace {
-std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
-}  // namespace
-
 void throw_axis_out_of_range(const char* op, const any_integer& axis, std::size_t rank) {
     throw shape_error(fmt::format("{}: axis {}{} is out of range for rank {}", op,
                                   axis.negative() ? "-" : "", axis.magnitude(), rank));
@@ -36,16 +33,16 @@ void throw_select_index(std::size_t axis, std::ptrdiff_t index, std::size_t exte
 }
 void throw_reshape_count(const shape& from, const shape& to) {
     throw shape_error(fmt::format("reshape: cannot reshape {} ({} elements) to {} ({} elements)",
-                                  text(from), from.count(), text(to), to.count()));
+                                  to_string(from), from.count(), to_string(to), to.count()));
 }
 void throw_reshape_strides(const shape& from, const shape& to) {
     throw shape_error(fmt::format(
         "reshape: the strides of this {} view do not allow viewing it as {} without a copy; "
         "make it contiguous first (tessera::contiguous)",
-        text(from), text(to)));
+        to_string(from), to_string(to)));
 }
 void throw_broadcast(const char* op, const shape& from, const shape& to) {
-    throw shape_error(fmt::format("{}: shape {} does not broadcast to {}", op, text(from), text(to)));
+    throw shape_error(fmt::format("{}: shape {} does not broadcast to {}", op, to_string(from), to_string(to)));
 }
 void throw_unsqueeze_rank() {
     throw shape_error(fmt::format("unsqueeze: the view already has the maximum rank {}", max_rank));

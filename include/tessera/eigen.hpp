@@ -178,7 +178,7 @@ tensor<T> from_eigen(session& s, const Eigen::DenseBase<Derived>& m) {
     } else {
         const auto rows = static_cast<std::size_t>(m.rows());
         const auto cols = static_cast<std::size_t>(m.cols());
-        tensor<T> out = tensor<T>::uninitialized(
+        tensor<T> out = empty<T>(
             s, Derived::IsVectorAtCompileTime ? shape::of_length(rows * cols) : shape{rows, cols});
         // Evaluate in Matrix form (an Array expression is wrapped) into a map of the result's
         // storage, which is fresh, so nothing can alias it.

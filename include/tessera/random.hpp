@@ -17,7 +17,7 @@ namespace tessera {
 namespace detail {
 template <class T, class Draw>
 tensor<T> random_fill(session& s, const shape& shape, Draw draw) {
-    tensor<T> t = tensor<T>::uninitialized(s, shape);
+    tensor<T> t = empty<T>(s, shape);
     for (T& v : t.values()) {
         if constexpr (is_complex_v<T>) {
             const auto re = draw();

@@ -179,12 +179,19 @@ private:
     std::size_t count_ = 1;
 };
 
-/// Selects every axis: `tessera::sum(s, a, tessera::all_axes, true, out)`.
+/// Selects every axis: `tessera::sum(s, a, tessera::all_axes, tessera::keepdims)`.
 struct all_axes_t {
     explicit constexpr all_axes_t() = default;
 };
 /// Selects every axis (reductions).
 inline constexpr all_axes_t all_axes{};
+
+/// Asks a reduction to keep its reduced axes as extent-1 axes, as NumPy's keepdims=True.
+struct keepdims_t {
+    explicit constexpr keepdims_t() = default;
+};
+/// Keeps the reduced axes: `tessera::sum(s, a, {0, -1}, tessera::keepdims)`.
+inline constexpr keepdims_t keepdims{};
 
 /// The axes an op works on: a braced list (`{0, -1}`), one axis (`1`), a sized range of any
 /// integer type (std::vector<int>, std::array<std::size_t, N>, std::span<const long>), or

@@ -1,6 +1,6 @@
 // tessera/tensor.hpp - tessera::tensor<T>, an owning, move-only, dense row-major array whose
 // storage comes from a session's workspace, and its makers: empty, zeros, full, arange and from
-// (uniform and normal are in random.hpp; clone and contiguous copies in ops/structural.hpp).
+// (uniform and normal are in random.hpp, dense copies in ops/structural.hpp: contiguous).
 #pragma once
 
 #include <tessera/dtype.hpp>
@@ -25,6 +25,11 @@ namespace detail {
 [[noreturn]] void throw_ragged(std::size_t row, std::size_t got, std::size_t expected);
 [[noreturn]] void throw_arange_step();
 }  // namespace detail
+
+template <element T>
+class tensor;
+template <element T>
+tensor<T> empty(session& s, const shape& shape);
 
 /// An owning, move-only, dense row-major tensor of rank 0 to 8.
 ///
@@ -110,7 +115,7 @@ public:
     }
 
     /// Returns this tensor with new extents of the same element count, taking over its block: no
-    /// copy, no allocation (`auto scalar = tessera::sum(s, a, {0, 1}, true).reshape({})`, or
+    /// copy, no allocation (`auto scalar = tessera::sum(s, a, {0, 1}, tessera::keepdims).reshape({})`, or
     /// `std::move(t).reshape({rows, cols})`). Throws shape_error naming both shapes when the
     /// counts differ, and then leaves this tensor unchanged.
     tensor reshape(const tessera::shape& to) && {
@@ -120,21 +125,10 @@ public:
         return t;
     }
 
-    /// Allocates an uninitialised tensor of `shape` from the session's workspace.
-    static tensor uninitialized(session& s, const tessera::shape& shape) {
-        detail::session_access::check_thread(s);
-        tensor t;
-        const std::size_t n = shape.count();
-        if (n != 0) {
-            if (n > static_cast<std::size_t>(-1) / sizeof(T))
-                detail::throw_bytes_overflow("empty", n, sizeof(T));
-            t.data_ = static_cast<T*>(detail::session_access::allocate(s, n * sizeof(T)));
-        }
-        t.shape_ = shape;
-        return t;
-    }
-
 private:
+    template <element U>
+    friend tensor<U> empty(session&, const tessera::shape&);
+
     void release() noexcept {
         if (data_ != nullptr) detail::release_block(data_);
         data_ = nullptr;
@@ -144,16 +138,26 @@ private:
     tessera::shape shape_ = shape::of_length(0);
 };
 
-/// Returns an uninitialised tensor of `shape`, borrowed from the session's workspace.
+/// Returns an uninitialised tensor of `shape`, borrowed from the session's workspace; the one
+/// way to allocate a tensor (the other makers and every op's allocating form go through it).
+/// Throws allocation_error when the byte count overflows or the block cannot be allocated.
 template <element T>
 tensor<T> empty(session& s, const shape& shape) {
-    return tensor<T>::uninitialized(s, shape);
+    detail::session_access::check_thread(s);
+    tensor<T> t;
+    const std::size_t n = shape.count();
+    if (n != 0) {
+        if (n > static_cast<std::size_t>(-1) / sizeof(T)) detail::throw_bytes_overflow("empty", n, sizeof(T));
+        t.data_ = static_cast<T*>(detail::session_access::allocate(s, n * sizeof(T)));
+    }
+    t.shape_ = shape;
+    return t;
 }
 
 /// Returns a tensor of `shape` filled with `value`.
 template <element T>
 tensor<T> full(session& s, const shape& shape, T value) {
-    tensor<T> t = tensor<T>::uninitialized(s, shape);
+    tensor<T> t = empty<T>(s, shape);
     std::fill_n(t.data(), t.size(), value);
     return t;
 }
@@ -172,7 +176,7 @@ tensor<T> arange(session& s, T start, T stop, T step = T{1}) {
     const double span = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
     const double steps = span > 0 ? std::ceil(span) : 0.0;
     const auto n = static_cast<std::size_t>(steps);
-    tensor<T> t = tensor<T>::uninitialized(s, shape::of_length(n));
+    tensor<T> t = empty<T>(s, shape::of_length(n));
     for (std::size_t i = 0; i < n; ++i)
         t.data()[i] = static_cast<T>(start + static_cast<T>(i) * step);
     return t;
@@ -181,7 +185,7 @@ tensor<T> arange(session& s, T start, T stop, T step = T{1}) {
 /// Returns a rank-1 tensor holding a copy of `values`.
 template <element T>
 tensor<T> from(session& s, std::initializer_list<T> values) {
-    tensor<T> t = tensor<T>::uninitialized(s, shape::of_length(values.size()));
+    tensor<T> t = empty<T>(s, shape::of_length(values.size()));
     std::copy(values.begin(), values.end(), t.data());
     return t;
 }
@@ -196,7 +200,7 @@ tensor<T> from(session& s, std::initializer_list<std::initializer_list<T>> rows)
         if (row.size() != cols) detail::throw_ragged(r, row.size(), cols);
         ++r;
     }
-    tensor<T> t = tensor<T>::uninitialized(s, {rows.size(), cols});
+    tensor<T> t = empty<T>(s, {rows.size(), cols});
     T* out = t.data();
     for (const auto& row : rows) out = std::copy(row.begin(), row.end(), out);
     return t;
@@ -207,7 +211,7 @@ tensor<T> from(session& s, std::initializer_list<std::initializer_list<T>> rows)
 template <element T>
 tensor<T> from(session& s, const shape& shape, std::span<const T> values) {
     if (values.size() != shape.count()) detail::throw_from_size(values.size(), shape);
-    tensor<T> t = tensor<T>::uninitialized(s, shape);
+    tensor<T> t = empty<T>(s, shape);
     std::copy(values.begin(), values.end(), t.data());
     return t;
 }
@@ -245,6 +249,46 @@ using value_of_t = typename detail::tensor_traits<std::remove_cvref_t<V>>::value
 template <tensor_like V>
 tensor_view<const value_of_t<V>> as_view(const V& v) noexcept {
     return tensor_view<const value_of_t<V>>(v);
+}
+
+namespace detail {
+// What an op may write, by the type a forwarding reference deduces: a tensor lvalue, or a view of
+// mutable elements in any value category. A const tensor, a temporary tensor (whose result would
+// be lost) and a view of const elements are not writable.
+template <class O>
+struct writable_traits {
+    static constexpr bool is_writable = false;
+};
+template <class T>
+struct writable_traits<tensor<T>&> {
+    static constexpr bool is_writable = true;
+    using value_type = T;
+};
+template <class T>
+struct writable_traits<tensor_view<T>> {
+    static constexpr bool is_writable = !std::is_const_v<T>;
+    using value_type = std::remove_const_t<T>;
+};
+template <class T>
+struct writable_traits<tensor_view<T>&> : writable_traits<tensor_view<T>> {};
+template <class T>
+struct writable_traits<const tensor_view<T>&> : writable_traits<tensor_view<T>> {};
+}  // namespace detail
+
+/// What an op's out-parameter accepts when the element type comes from the destination (fill,
+/// the out form of matmul): a tensor<T> lvalue or a tensor_view<T> of mutable elements, taken by
+/// forwarding reference (`template <writable_tensor O> void f(..., O&& out)`).
+template <class O>
+concept writable_tensor = detail::writable_traits<O>::is_writable;
+
+/// The element type of a writable_tensor.
+template <writable_tensor O>
+using writable_value_t = typename detail::writable_traits<O>::value_type;
+
+/// Returns a mutable view of a writable tensor: a tensor's view(), or the view itself.
+template <writable_tensor O>
+tensor_view<writable_value_t<O>> as_writable_view(O&& out) noexcept {
+    return tensor_view<writable_value_t<O>>(out);
 }
 
 }  // namespace tessera

@@ -206,8 +206,8 @@ void expect_arg(const std::vector<T>& x, std::int64_t got) {
 // tessera::all_axes with keepdims, else the list (through axis_list's range constructor).
 template <class Fn, class In>
 auto call(session& s, const Fn& fn, const In& in, const axes_t& axes, bool keepdims) {
-    if (!axes) return keepdims ? fn(s, in, tessera::all_axes, true) : fn(s, in);
-    return fn(s, in, *axes, keepdims);
+    if (!axes) return keepdims ? fn(s, in, tessera::all_axes, tessera::keepdims) : fn(s, in);
+    return keepdims ? fn(s, in, *axes, tessera::keepdims) : fn(s, in, *axes);
 }
 
 // Checks the allocating result against the reference, then the out-parameter form against the
@@ -224,9 +224,9 @@ void check_op(session& s, const char* what, const Fn& fn, const In& in, const ax
     }
     auto out = tessera::full<R>(s, r.shape(), R{7});
     if (!axes)
-        fn(s, in, tessera::all_axes, keepdims, out.view());
+        fn(s, in, tessera::all_axes, out.view());
     else
-        fn(s, in, *axes, keepdims, out.view());
+        fn(s, in, *axes, out.view());
     ASSERT_EQ(std::memcmp(out.data(), r.data(), r.size() * sizeof(R)), 0);
 }
 
@@ -275,15 +275,15 @@ void check_every_op(session& s, const tensor_view<const T>& in, const axes_t& ax
         auto arg = [&](const auto& fn, const char* what, auto check) {
             SCOPED_TRACE(what);
             tensor<std::int64_t> r =
-                !one ? (keepdims ? fn(s, in, tessera::all_axes, true) : fn(s, in))
-                     : fn(s, in, (*one)[0], keepdims);
+                !one ? (keepdims ? fn(s, in, tessera::all_axes, tessera::keepdims) : fn(s, in))
+                     : (keepdims ? fn(s, in, (*one)[0], tessera::keepdims) : fn(s, in, (*one)[0]));
             ASSERT_EQ(r.shape(), shape(std::span<const std::size_t>(b.dims)));
             for (std::size_t o = 0; o < b.values.size(); ++o) check(b.values[o], r.values()[o]);
             auto out = tessera::full<std::int64_t>(s, r.shape(), -7);
             if (!one)
-                fn(s, in, tessera::all_axes, keepdims, out.view());
+                fn(s, in, tessera::all_axes, out.view());
             else
-                fn(s, in, (*one)[0], keepdims, out.view());
+                fn(s, in, (*one)[0], out.view());
             for (std::size_t o = 0; o < r.size(); ++o) ASSERT_EQ(out.values()[o], r.values()[o]);
         };
         arg(tessera::argmax, "argmax",
@@ -430,20 +430,20 @@ TEST_P(ReduceTest, KeepdimsAndAxisFormsGiveTheDocumentedShapes) {
     be.run([](session& s) {
         auto a = tessera::full<float>(s, {2, 3, 4}, 1.0f);
         EXPECT_EQ(tessera::sum(s, a).shape(), shape());
-        EXPECT_EQ(tessera::sum(s, a, tessera::all_axes, true).shape(), shape({1, 1, 1}));
+        EXPECT_EQ(tessera::sum(s, a, tessera::all_axes, tessera::keepdims).shape(), shape({1, 1, 1}));
         EXPECT_EQ(tessera::sum(s, a, {1}).shape(), shape({2, 4}));
-        EXPECT_EQ(tessera::sum(s, a, {1}, true).shape(), shape({2, 1, 4}));
+        EXPECT_EQ(tessera::sum(s, a, {1}, tessera::keepdims).shape(), shape({2, 1, 4}));
         EXPECT_EQ(tessera::sum(s, a, {-1, 0}).shape(), shape({3}));
-        EXPECT_EQ(tessera::sum(s, a, {-1, 0}, true).shape(), shape({1, 3, 1}));
+        EXPECT_EQ(tessera::sum(s, a, {-1, 0}, tessera::keepdims).shape(), shape({1, 3, 1}));
         EXPECT_EQ(tessera::sum(s, a, {}).shape(), shape({2, 3, 4}));  // no axis: NumPy's axis=()
         EXPECT_EQ(tessera::sum(s, a, 2).shape(), shape({2, 3}));      // one integer axis
         const std::array<std::ptrdiff_t, 2> arr{0, 2};
         EXPECT_EQ(tessera::sum(s, a, arr).shape(), shape({3}));
         EXPECT_EQ(tessera::sum(s, a, std::span<const std::ptrdiff_t>(arr)).shape(), shape({3}));
         EXPECT_EQ(tessera::argmax(s, a, 1).shape(), shape({2, 4}));
-        EXPECT_EQ(tessera::argmax(s, a, -1, true).shape(), shape({2, 3, 1}));
+        EXPECT_EQ(tessera::argmax(s, a, -1, tessera::keepdims).shape(), shape({2, 3, 1}));
         EXPECT_EQ(tessera::argmax(s, a).shape(), shape());
-        EXPECT_EQ(tessera::argmax(s, a, tessera::all_axes, true).shape(), shape({1, 1, 1}));
+        EXPECT_EQ(tessera::argmax(s, a, tessera::all_axes, tessera::keepdims).shape(), shape({1, 1, 1}));
         EXPECT_EQ(tessera::sum(s, a, {1}).values()[0], 3.0f);
         EXPECT_EQ(tessera::sum_all(s, a), 24.0f);
 
@@ -465,7 +465,7 @@ TEST_P(ReduceTest, OutParameterMayHaveAnyStrides) {
         const auto a = random_tensor<double>(s, {5, 6, 7}, fresh_seed());
         auto store = tessera::full<double>(s, {7, 5}, -1.0);
         const tensor_view<double> out = store.view().transpose();  // [5, 7], strides (1, 5)
-        tessera::sum(s, a, {1}, false, out);
+        tessera::sum(s, a, {1}, out);
         const auto want = tessera::sum(s, a, {1});
         for (std::size_t i = 0; i < 5; ++i)
             for (std::size_t k = 0; k < 7; ++k) EXPECT_EQ(out(i, k), want(i, k));
@@ -473,14 +473,14 @@ TEST_P(ReduceTest, OutParameterMayHaveAnyStrides) {
         auto store2 = tessera::full<std::int64_t>(s, {35, 2}, -1);
         const tensor_view<std::int64_t> every_other = store2.view().slice(1, 0, 1).reshape({5, 7});
         const auto in = a.view().transpose(1, 2);  // [5, 7, 6]
-        tessera::argmin(s, in, 2, false, every_other);
+        tessera::argmin(s, in, 2, every_other);
         const auto want_idx = tessera::argmin(s, in, 2);
         for (std::size_t i = 0; i < 5; ++i)
             for (std::size_t k = 0; k < 7; ++k) EXPECT_EQ(every_other(i, k), want_idx(i, k));
         for (std::size_t i = 0; i < 35; ++i) EXPECT_EQ(store2(i, 1), -1);  // untouched
 
         double total = -1.0;  // the full reduction into a rank-0 view of a plain variable
-        tessera::sum(s, a, tessera::all_axes, false, tensor_view<double>(&total, shape()));
+        tessera::sum(s, a, tessera::all_axes, tensor_view<double>(&total, shape()));
         EXPECT_EQ(total, tessera::sum_all(s, a));
     });
 }
@@ -632,21 +632,21 @@ TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
         const auto a = random_tensor<float>(s, {3, 4, 5}, fresh_seed());
         auto out = tessera::full<float>(s, {3, 5}, -1.0f);
         const tensor_view<float> o = out;
-        EXPECT_EQ(message_of([&] { tessera::sum(s, a, {3}, false, o); }),
+        EXPECT_EQ(message_of([&] { tessera::sum(s, a, {3}, o); }),
                   "sum: axis 3 is out of range for rank 3");
-        EXPECT_EQ(message_of([&] { tessera::prod(s, a, {-4}, false, o); }),
+        EXPECT_EQ(message_of([&] { tessera::prod(s, a, {-4}, o); }),
                   "prod: axis -4 is out of range for rank 3");
         EXPECT_EQ(message_of([&] {
-                      tessera::mean(s, a, {1, -2}, false, o);
+                      tessera::mean(s, a, {1, -2}, o);
                   }),
                   "mean: axis 1 appears more than once");
         EXPECT_EQ(message_of([&] {
-                      tessera::max(s, a, {0, 1, 2, 0, 1, 2, 0, 1, 2}, false, o);
+                      tessera::max(s, a, {0, 1, 2, 0, 1, 2, 0, 1, 2}, o);
                   }),
                   "max: 9 axes given for a view of rank 3");
-        EXPECT_EQ(message_of([&] { tessera::norm(s, a, {0}, false, o); }),
+        EXPECT_EQ(message_of([&] { tessera::norm(s, a, {0}, o); }),
                   "norm: out has shape [3,5] but the result has shape [4,5]");
-        EXPECT_EQ(message_of([&] { tessera::min(s, a, {1}, true, o); }),
+        EXPECT_EQ(message_of([&] { tessera::min(s, a, {1}, o); }),
                   "min: out has shape [3,5] but the result has shape [3,1,5]");
         EXPECT_EQ(message_of([&] { tessera::sum(s, a, {5}); }),
                   "sum: axis 5 is out of range for rank 3");
@@ -656,7 +656,7 @@ TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
                   "argmin_all: cannot reduce zero elements (shape [0] over axes [0]); argmin_all "
                   "has no identity");
         auto idx = tessera::full<std::int64_t>(s, {3, 5}, -1);
-        EXPECT_EQ(message_of([&] { tessera::argmin(s, a, -2, true, idx.view()); }),
+        EXPECT_EQ(message_of([&] { tessera::argmin(s, a, -2, idx.view()); }),
                   "argmin: out has shape [3,5] but the result has shape [3,1,5]");
         for (float v : out.values()) EXPECT_EQ(v, -1.0f);
         for (std::int64_t v : idx.values()) EXPECT_EQ(v, -1);
@@ -664,7 +664,7 @@ TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
         // An out that repeats elements cannot be written.
         auto one = tessera::full<float>(s, {1, 5}, -1.0f);
         EXPECT_EQ(message_of([&] {
-                      tessera::sum(s, a, {1}, false, one.view().broadcast_to({3, 5}));
+                      tessera::sum(s, a, {1}, one.view().broadcast_to({3, 5}));
                   }),
                   "sum: out repeats elements (an axis with stride 0); it cannot be written");
         for (float v : one.values()) EXPECT_EQ(v, -1.0f);
@@ -678,16 +678,16 @@ TEST_P(ReduceTest, OutOverlappingTheInputIsAnAliasError) {
         const std::vector<double> before(a.values().begin(), a.values().end());
         const tensor_view<double> row0 = a.view().slice(0, 0, 1).reshape({4});
         EXPECT_EQ(
-            message_of([&] { tessera::sum(s, a, {0}, false, row0); }),
+            message_of([&] { tessera::sum(s, a, {0}, row0); }),
             "sum: out overlaps input 0 without being the same view; in-place use must pass the "
             "very same elements");
-        EXPECT_THROW(tessera::max(s, a.view().transpose(), {1}, false, row0), tessera::alias_error);
+        EXPECT_THROW(tessera::max(s, a.view().transpose(), {1}, row0), tessera::alias_error);
         for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a.values()[i], before[i]);
 
         // The very same elements are fine: a reduction over an extent-1 axis, in place.
         auto col = random_tensor<double>(s, {4, 1}, fresh_seed());
         const std::vector<double> col_before(col.values().begin(), col.values().end());
-        tessera::norm(s, col, {1}, true, col.view());
+        tessera::norm(s, col, {1}, col.view());
         for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(col.values()[i], std::abs(col_before[i]));
     });
 }
@@ -709,7 +709,7 @@ TEST_P(ReduceTest, EmptyReductionsFollowTheDocumentedRules) {
 
         auto out = tessera::full<float>(s, {3}, -1.0f);
         EXPECT_EQ(
-            message_of([&] { tessera::max(s, a, {1}, false, out.view()); }),
+            message_of([&] { tessera::max(s, a, {1}, out.view()); }),
             "max: cannot reduce zero elements (shape [3,0] over axes [1]); max has no identity");
         EXPECT_EQ(message_of([&] { tessera::argmax(s, a, 1); }),
                   "argmax: cannot reduce zero elements (shape [3,0] over axes [1]); argmax has no "
@@ -833,7 +833,7 @@ TEST_P(ReduceTest, TinyReductionsRunInlineAndWakeNobody) {
     be.run([](session& s) {
         const auto a = tessera::full<float>(s, {8, 4}, 1.0f);
         auto out = tessera::full<float>(s, {4}, 0.0f);
-        for (int i = 0; i < 100; ++i) tessera::sum(s, a, {0}, false, out.view());
+        for (int i = 0; i < 100; ++i) tessera::sum(s, a, {0}, out.view());
         (void)tessera::prod(s, a);
         (void)tessera::mean(s, a, {1});
         (void)tessera::norm_all(s, a);
@@ -866,7 +866,7 @@ TEST_P(ReduceTest, LargeReductionsDispatchOnceEachInParallelOnAMultiThreadBacken
         (void)tessera::argmax(s, m, 0);
         (void)tessera::norm(s, m.view().transpose(), {1});
         auto out = tessera::full<double>(s, {16}, 0.0);
-        tessera::max(s, m, {0}, false, out.view());
+        tessera::max(s, m, {0}, out.view());
     });
     const tessera::stats d = be.stats() - before;
     EXPECT_EQ(d.parallel_dispatches, threads > 1 ? 6u : 0u);
@@ -885,12 +885,12 @@ TEST_P(ReduceTest, WarmOutParameterAndScalarFormsMakeZeroHeapAllocations) {
         auto zs = tessera::empty<cd>(s, {5});
         double acc = 0.0;
         auto step = [&] {
-            tessera::sum(s, a, {1}, false, rows.view());
-            tessera::mean(s, a.view().transpose(), {0}, false, rows.view());
-            tessera::max(s, a, {0}, true, cols.view());
-            tessera::argmin(s, a, 0, false, idx.view());
-            tessera::norm(s, z, {0}, false, zn.view());
-            tessera::prod(s, z, {-1}, false, zs.view());
+            tessera::sum(s, a, {1}, rows.view());
+            tessera::mean(s, a.view().transpose(), {0}, rows.view());
+            tessera::max(s, a, {0}, cols.view());
+            tessera::argmin(s, a, 0, idx.view());
+            tessera::norm(s, z, {0}, zn.view());
+            tessera::prod(s, z, {-1}, zs.view());
             acc +=
                 static_cast<double>(tessera::sum_all(s, a) + tessera::max_all(s, a.view().flip(1)));
             acc += tessera::norm_all(s, z) + static_cast<double>(tessera::argmax_all(s, a));
@@ -909,7 +909,7 @@ TEST_P(ReduceTest, WarmAllocatingFormsMakeZeroHeapAllocations) {
         const auto a = random_tensor<double>(s, {9, 10, 11}, fresh_seed());
         auto step = [&] {
             auto r1 = tessera::sum(s, a, {0, 2});
-            auto r2 = tessera::argmax(s, a, -1, true);
+            auto r2 = tessera::argmax(s, a, -1, tessera::keepdims);
             auto r3 = tessera::norm(s, a);
             return r1.values()[0] + static_cast<double>(r2.values()[0]) + r3.values()[0];
         };

@@ -232,17 +232,17 @@ TEST_P(StructuralTest, SmallGrainSplitsTransposesAcrossManyChunksCorrectly) {
     });
 }
 
-TEST_P(StructuralTest, CloneIsAnIndependentDenseCopy) {
+TEST_P(StructuralTest, ContiguousIsAnIndependentCopyEvenOfADenseTensor) {
     be.run([&](session& s) {
         auto a = random_tensor<double>(s, {8, 9}, rng);
-        auto c = tessera::clone(s, a);
+        auto c = tessera::contiguous(s, a);
         EXPECT_NE(c.data(), a.data());
-        expect_elements(c.view(), a.view(), "clone");
+        expect_elements(c.view(), a.view(), "copy of a dense tensor");
         const double first = a(0, 0);
         a(0, 0) = first + 1.0;
         EXPECT_EQ(c(0, 0), first);
-        auto ct = tessera::clone(s, a.view().transpose());
-        expect_elements(ct.view(), a.view().transpose(), "clone of a transpose");
+        auto ct = tessera::contiguous(s, a.view().transpose());
+        expect_elements(ct.view(), a.view().transpose(), "copy of a transpose");
     });
 }
 
@@ -254,7 +254,7 @@ TEST_P(StructuralTest, ContiguousIsOneDispatchInlineWhenSmallAndParallelWhenLarg
         auto a = random_tensor<float>(s, {20, 30}, rng);
         auto t = tessera::contiguous(s, a.view().transpose());
         auto f = tessera::contiguous(s, a.view().flip(1));
-        auto c = tessera::clone(s, a);
+        auto c = tessera::contiguous(s, a);
     });
     EXPECT_EQ(d.inline_dispatches, 3u);
     EXPECT_EQ(d.parallel_dispatches, 0u);
@@ -306,7 +306,7 @@ TEST_P(StructuralTest, CopyBetweenLayoutsMatchesAReferenceAndTouchesNothingElse)
             };
             for (const auto& [dn, dst] : dsts) {
                 for (const auto& [sn, from] : srcs) {
-                    auto before = tessera::clone(s, storage);
+                    auto before = tessera::contiguous(s, storage);
                     tessera::copy(s, from, dst);
                     const std::string what = type + " " + sn + " into " + dn;
                     expect_elements(dst, from, what);
@@ -434,7 +434,7 @@ TEST_P(StructuralTest, FillWritesEveryElementOfAnyLayoutAndNothingElse) {
                 if (layout == 2) dst = all.slice(0, 1, 40, 3).slice(1, 59, 0, -2);
                 if (layout == 3) dst = all.slice(1, 5, 6);
                 const T value = draw<T>(rng);
-                tessera::fill(s, dst, value);
+                tessera::fill(s, value, dst);
                 auto expected = tessera::full<T>(s, dst.shape(), value);
                 expect_elements(dst, expected.view(), type + " layout " + std::to_string(layout));
                 // Count the elements that differ from before: exactly those in dst that did not
@@ -452,7 +452,7 @@ TEST_P(StructuralTest, FillWritesEveryElementOfAnyLayoutAndNothingElse) {
             }
             auto t = tessera::empty<T>(s, {3, 3});
             const T value = draw<T>(rng);
-            tessera::fill(s, t, value);  // the tensor overload
+            tessera::fill(s, value, t);  // a tensor as out
             for (const T& x : t.values()) EXPECT_TRUE(x == value) << type;
         });
     });
@@ -462,23 +462,23 @@ TEST_P(StructuralTest, FillRejectsARepeatingViewAndCountsOneDispatch) {
     tessera::stats d = counted(be, [&](session& s) {
         auto row = tessera::full<double>(s, {5}, 1.5);
         try {
-            tessera::fill(s, row.view().broadcast_to({3, 5}), 2.0);
+            tessera::fill(s, 2.0, row.view().broadcast_to({3, 5}));
             FAIL() << "no exception";
         } catch (const tessera::alias_error& e) {
             EXPECT_EQ(std::string(e.what()),
                       "fill: out repeats elements (an axis with stride 0); it cannot be written");
         }
         for (double v : row.values()) EXPECT_EQ(v, 1.5);
-        tessera::fill(s, row, 4.0);
+        tessera::fill(s, 4.0, row);
         auto none = tessera::empty<double>(s, {0, 3});
-        tessera::fill(s, none, 1.0);
+        tessera::fill(s, 1.0, none);
     });
     EXPECT_EQ(d.inline_dispatches, 1u);
     EXPECT_EQ(d.parallel_dispatches, 0u);
     const std::size_t n = be.options().grain + 1;
     d = counted(be, [&](session& s) {
         auto big = tessera::empty<float>(s, {n});
-        tessera::fill(s, big, 3.0f);
+        tessera::fill(s, 3.0f, big);
         for (float v : big.values()) ASSERT_EQ(v, 3.0f);
     });
     EXPECT_EQ(d.parallel_dispatches, GetParam() > 1 ? 1u : 0u);
@@ -700,11 +700,11 @@ TEST_P(StructuralTest, WarmSessionMakesNoHeapAllocations) {
         auto run_all = [&] {
             tessera::copy(s, a.view().transpose(), out);
             tessera::copy(s, a.view().flip(1), b);
-            tessera::fill(s, out.view().transpose(), 2.5);
+            tessera::fill(s, 2.5, out.view().transpose());
             tessera::concat<double>(s, {a, b}, 0, joined);
             tessera::stack<double>(s, {a, b}, 0, stacked);
             auto c = tessera::contiguous(s, a.view().transpose());
-            auto k = tessera::clone(s, b);
+            auto k = tessera::contiguous(s, b);
             auto j = tessera::concat<double>(s, {a, b}, 1);
             auto t = tessera::stack<double>(s, {a, b}, 2);
         };
@@ -724,7 +724,7 @@ TEST(StructuralOneThreadTest, LargeCopiesMakeNoHeapAllocations) {
         { auto warm = tessera::contiguous(s, a.view().transpose()); }  // its block stays pooled
         tessera::test::allocation_scope scope;
         tessera::copy(s, a.view().transpose(), out);
-        tessera::fill(s, out, 2.0f);
+        tessera::fill(s, 2.0f, out);
         auto d = tessera::contiguous(s, a.view().transpose());
         EXPECT_EQ(scope.count(), 0u);
     });

@@ -290,7 +290,7 @@ void run_product_step(session& s, const einsum_product& p, const operand_ref<con
     if (matrix_strides(identity_axes, p.ext_out.data(), out.st, p.batch, p.m, p.n, so) || p.out_empty) {
         om = tensor_view<T>(out.data, p.out_matrix, std::span<const std::ptrdiff_t>(so.data(), p.out_matrix.rank()));
     } else {
-        out_temp = tensor<T>::uninitialized(s, p.out_matrix);
+        out_temp = empty<T>(s, p.out_matrix);
         om = out_temp.view();
     }
     run_products<T>(s, xm, ym, om, false, T{1}, T{0});

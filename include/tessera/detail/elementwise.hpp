@@ -20,6 +20,10 @@ namespace tessera::detail {
 
 [[noreturn]] void throw_broadcast_mismatch(const char* op, const shape& a, const shape& b);
 [[noreturn]] void throw_out_shape(const char* op, const shape& out, const shape& expected);
+/// As throw_out_shape for a reduction, whose `out` may also have the shape with the reduced axes
+/// kept (`expected_keepdims`).
+[[noreturn]] void throw_reduction_out_shape(const char* op, const shape& out, const shape& expected,
+                                            const shape& expected_keepdims);
 [[noreturn]] void throw_partial_overlap(const char* op, std::size_t input);
 [[noreturn]] void throw_broadcast_output(const char* op);
 
@@ -262,7 +266,7 @@ tensor<R> elementwise_new(session& s, const char* op, cost c, F f,
                           const tensor_view<const In>&... in) {
     session_access::check_thread(s);
     const shape result = broadcast_all(op, in.shape()...);
-    tensor<R> out = tensor<R>::uninitialized(s, result);
+    tensor<R> out = empty<R>(s, result);
     if (((in.shape() == result && in.is_contiguous()) && ...)) {
         if (out.size() != 0) run_dense(s, c, f, out.data(), out.size(), in.data()...);
         return out;

@@ -112,7 +112,7 @@ void copy_strided(const tensor_view<const T>& from, const tensor_view<T>& to) no
 /// Returns a dense row-major copy of `v` in a block borrowed from the session's workspace.
 template <class T>
 tensor<T> contiguous_copy(session& s, const tensor_view<const T>& v) {
-    tensor<T> t = tensor<T>::uninitialized(s, v.shape());
+    tensor<T> t = empty<T>(s, v.shape());
     copy_strided<T>(v, t.view());
     return t;
 }
@@ -236,7 +236,7 @@ void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
     }
     tensor_view<T> cw = c;
     if (!usable(c, true)) {
-        c_temp = tensor<T>::uninitialized(s, c.shape());
+        c_temp = empty<T>(s, c.shape());
         cw = c_temp.view();
         if (beta != T{0}) copy_strided<T>(c, cw);
     }
@@ -298,7 +298,7 @@ void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
         blocking = gemm_blocking_for<T>(static_cast<std::ptrdiff_t>(tm), static_cast<std::ptrdiff_t>(tn),
                                         static_cast<std::ptrdiff_t>(k), lc.order);
         slots = parallel ? static_cast<std::size_t>(session_access::core(s).arena_slots()) : 1;
-        packs = tensor<T>::uninitialized(
+        packs = empty<T>(
             s, shape::of_length((slots * blocking.bytes + sizeof(T) - 1) / sizeof(T)));
     }
     const kernel_isa isa = path == product_path::small ? host_kernel_isa() : kernel_isa::baseline;
@@ -599,7 +599,7 @@ void run_contraction(session& s, const contraction& p, const tensor_view<const T
         matmul_2d<T>(s, am, bm, om, false, T{1}, T{0});
         return;
     }
-    out_temp = tensor<T>::uninitialized(s, to);
+    out_temp = empty<T>(s, to);
     matmul_2d<T>(s, am, bm, out_temp.view(), false, T{1}, T{0});
     copy_strided<T>(tensor_view<const T>(out_temp.data(), out.shape()), out);
 }

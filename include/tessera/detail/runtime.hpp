@@ -38,7 +38,7 @@ void fan_out(const backend_core& core, std::size_t n, std::size_t grain,
 /// Where the pairwise reduction tree splits a node of `n` > 1 leaves: halves for a power of two,
 /// else the largest power of two first. This is the tree a binary counter builds when leaves
 /// arrive one by one (perfect subtrees for the set bits of n, joined right to left), so a group of
-/// outputs can also be reduced streaming, leaf after leaf (see ops/reduce.hpp).
+/// outputs can also be reduced streaming, leaf after leaf (see detail/reduce_leaves.hpp).
 constexpr std::size_t tree_split(std::size_t n) noexcept {
     const std::size_t p = std::bit_floor(n);
     return p == n ? n / 2 : p;

@@ -62,7 +62,7 @@ const einsum_program& einsum_program_for(session& s, std::string_view spec, std:
 template <class T, std::size_t Cap>
 tensor<T> einsum_new(session& s, std::string_view spec, std::span<const tensor_view<const T>> in) {
     const einsum_program& p = einsum_program_for<T, Cap>(s, spec, in);
-    tensor<T> out = tensor<T>::uninitialized(s, p.result);
+    tensor<T> out = empty<T>(s, p.result);
     run_einsum<T, Cap>(s, p, in, out.view());
     return out;
 }
@@ -223,7 +223,7 @@ private:
     tensor<T> run_new(session& s, std::span<const tensor_view<const T>> in) const {
         detail::session_access::check_thread(s);
         check_operands<Cap>(in);
-        tensor<T> out = tensor<T>::uninitialized(s, program_->result);
+        tensor<T> out = empty<T>(s, program_->result);
         detail::run_einsum<T, Cap>(s, *program_, in, out.view());
         return out;
     }

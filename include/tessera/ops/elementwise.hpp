@@ -1,10 +1,10 @@
 // tessera/ops/elementwise.hpp - elementwise ops with NumPy broadcasting: arithmetic, comparisons,
 // where, unary math, and map/zip for user lambdas.
 //
-// Each op is a function object with three forms:
+// Each op is a function object with two forms:
 //   tessera::add(s, a, b)             allocating: returns a new tensor from the session's workspace
 //   tessera::add(s, a, b, out)        out-parameter: writes into `out`, never allocates
-//   tessera::add.inplace(s, a, b)     in place: a = a + b (same as passing `a` as `out`)
+// In place is the out form with an input as `out`: tessera::add(s, a, b, a) computes a = a + b.
 // Inputs are tensors or views of the same element type; every check (broadcast, out shape, partial
 // overlap of `out` with an input) happens before anything is written. Comparisons return
 // tensor<bool> masks.
@@ -19,6 +19,7 @@
 #include <cmath>
 #include <complex>
 #include <concepts>
+#include <tuple>
 #include <type_traits>
 
 namespace tessera {
@@ -49,19 +50,6 @@ struct binary_op {
                     const tensor_view<std::invoke_result_t<Fn, T, T>>& out) const {
         elementwise_into(s, name, C, Fn{}, out, as_view(a), as_view(b));
     }
-    /// a = op(a, b); `b` broadcasts to `a`'s shape.
-    template <class T, tensor_like B>
-        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value &&
-                 std::same_as<std::invoke_result_t<Fn, T, T>, T>
-    void inplace(session& s, const tensor_view<T>& a, const B& b) const {
-        elementwise_into(s, name, C, Fn{}, a, tensor_view<const T>(a), as_view(b));
-    }
-    template <class T, tensor_like B>
-        requires std::same_as<T, value_of_t<B>> && Accepts<T>::value &&
-                 std::same_as<std::invoke_result_t<Fn, T, T>, T>
-    void inplace(session& s, tensor<T>& a, const B& b) const {
-        inplace(s, a.view(), b);
-    }
 };
 
 /// A unary elementwise op.
@@ -84,17 +72,6 @@ struct unary_op {
         requires Accepts<T>::value
     void operator()(session& s, const A& a, const tensor_view<std::invoke_result_t<Fn, T>>& out) const {
         elementwise_into(s, name, C, Fn{}, out, as_view(a));
-    }
-    /// a = op(a).
-    template <class T>
-        requires Accepts<T>::value && std::same_as<std::invoke_result_t<Fn, T>, T>
-    void inplace(session& s, const tensor_view<T>& a) const {
-        elementwise_into(s, name, C, Fn{}, a, tensor_view<const T>(a));
-    }
-    template <class T>
-        requires Accepts<T>::value && std::same_as<std::invoke_result_t<Fn, T>, T>
-    void inplace(session& s, tensor<T>& a) const {
-        inplace(s, a.view());
     }
 };
 
@@ -331,10 +308,10 @@ template <class F, tensor_like A, class T = value_of_t<A>, class R = std::invoke
 tensor<R> map(session& s, F f, const A& a) {
     return detail::elementwise_new<R>(s, "map", detail::cost::cheap, f, as_view(a));
 }
-/// Writes f(a) into `out`; never allocates.
+/// Writes f(a) into `out`; never allocates. Same checks as the built-in ops' out forms.
 template <class F, tensor_like A, class T = value_of_t<A>, class R = std::invoke_result_t<F&, T>>
     requires element<R>
-void map_into(session& s, F f, const A& a, const tensor_view<R>& out) {
+void map(session& s, F f, const A& a, const std::type_identity_t<tensor_view<R>>& out) {
     detail::elementwise_into(s, "map", detail::cost::cheap, f, out, as_view(a));
 }
 
@@ -345,12 +322,16 @@ template <class F, tensor_like... In,
 tensor<R> zip(session& s, F f, const In&... in) {
     return detail::elementwise_new<R>(s, "zip", detail::cost::cheap, f, as_view(in)...);
 }
-/// Writes f(a, b, ...) into `out`; never allocates.
-template <class F, tensor_like... In>
-    requires(sizeof...(In) >= 1)
-void zip_into(session& s, F f, const tensor_view<std::invoke_result_t<F&, value_of_t<In>...>>& out,
-              const In&... in) {
-    detail::elementwise_into(s, "zip", detail::cost::cheap, f, out, as_view(in)...);
+/// Writes f(a, b, ...) into `out`; never allocates. The inputs come as one tuple, so that `out`
+/// stays last and cannot be mistaken for an input: `tessera::zip(s, f, std::tie(a, b), out)`.
+template <class F, class... In, class R = std::invoke_result_t<F&, value_of_t<In>...>>
+    requires(sizeof...(In) >= 1) && (tensor_like<In> && ...) && element<R>
+void zip(session& s, F f, const std::tuple<In...>& in, const std::type_identity_t<tensor_view<R>>& out) {
+    std::apply(
+        [&](const auto&... operand) {
+            detail::elementwise_into(s, "zip", detail::cost::cheap, f, out, as_view(operand)...);
+        },
+        in);
 }
 
 }  // namespace tessera

@@ -315,7 +315,7 @@ tensor<T> inverse(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("inverse", "a", av.shape());
-    tensor<T> out = tensor<T>::uninitialized(s, av.shape());
+    tensor<T> out = empty<T>(s, av.shape());
     detail::inverse_run<detail::on_failure::raise>(s, av, out.view(), {});
     return out;
 }
@@ -370,7 +370,7 @@ tensor<T> solve(session& s, const A& a, const B& b) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a), bv = as_view(b);
     const shape result = detail::validate_solve("solve", av, bv);
-    tensor<T> out = tensor<T>::uninitialized(s, result);
+    tensor<T> out = empty<T>(s, result);
     detail::solve_run<detail::on_failure::raise>(s, av, bv, out.view(), detail::leading_axes(result, 2),
                                                  {});
     return out;
@@ -417,7 +417,7 @@ tensor<T> cholesky(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("cholesky", "a", av.shape());
-    tensor<T> out = tensor<T>::uninitialized(s, av.shape());
+    tensor<T> out = empty<T>(s, av.shape());
     detail::cholesky_run<detail::on_failure::raise>(s, av, out.view(), {});
     return out;
 }
@@ -457,8 +457,8 @@ lu_result<T> lu(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("lu", "a", av.shape());
-    lu_result<T> r{tensor<T>::uninitialized(s, av.shape()),
-                   tensor<std::int64_t>::uninitialized(
+    lu_result<T> r{empty<T>(s, av.shape()),
+                   empty<std::int64_t>(
                        s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n}))};
     detail::lu_run<detail::on_failure::ignore>(s, av, r.lu.view(), r.pivots.view(), {});
     return r;
@@ -504,7 +504,7 @@ tensor<T> det(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("det", "a", av.shape());
-    tensor<T> out = tensor<T>::uninitialized(s, detail::leading_axes(av.shape(), 2));
+    tensor<T> out = empty<T>(s, detail::leading_axes(av.shape(), 2));
     detail::det_run(s, av, out.view());
     return out;
 }
@@ -530,8 +530,8 @@ slogdet_result<T> slogdet(session& s, const A& a) {
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("slogdet", "a", av.shape());
     const shape batch = detail::leading_axes(av.shape(), 2);
-    slogdet_result<T> r{tensor<T>::uninitialized(s, batch),
-                        tensor<real_type_t<T>>::uninitialized(s, batch)};
+    slogdet_result<T> r{empty<T>(s, batch),
+                        empty<real_type_t<T>>(s, batch)};
     detail::slogdet_run(s, av, r.sign.view(), r.logabs.view());
     return r;
 }
@@ -560,7 +560,7 @@ qr_result<T> qr(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("qr", "a", av.shape());
-    qr_result<T> r{tensor<T>::uninitialized(s, av.shape()), tensor<T>::uninitialized(s, av.shape())};
+    qr_result<T> r{empty<T>(s, av.shape()), empty<T>(s, av.shape())};
     detail::qr_run(s, av, r.q.view(), r.r.view());
     return r;
 }
@@ -587,10 +587,10 @@ svd_result<T> svd(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svd", "a", av.shape());
-    svd_result<T> r{tensor<T>::uninitialized(s, av.shape()),
-                    tensor<real_type_t<T>>::uninitialized(
+    svd_result<T> r{empty<T>(s, av.shape()),
+                    empty<real_type_t<T>>(
                         s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n})),
-                    tensor<T>::uninitialized(s, av.shape())};
+                    empty<T>(s, av.shape())};
     detail::svd_run<true>(s, av, r.u.view(), r.s.view(), r.vh.view());
     return r;
 }
@@ -617,7 +617,7 @@ tensor<real_type_t<T>> svdvals(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svdvals", "a", av.shape());
-    tensor<real_type_t<T>> out = tensor<real_type_t<T>>::uninitialized(
+    tensor<real_type_t<T>> out = empty<real_type_t<T>>(
         s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n}));
     detail::svd_run<false>(s, av, tensor_view<T>{}, out.view(), tensor_view<T>{});
     return out;
@@ -647,9 +647,9 @@ eigh_result<T> eigh(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigh", "a", av.shape());
-    eigh_result<T> r{tensor<real_type_t<T>>::uninitialized(
+    eigh_result<T> r{empty<real_type_t<T>>(
                          s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n})),
-                     tensor<T>::uninitialized(s, av.shape())};
+                     empty<T>(s, av.shape())};
     detail::eigh_run<detail::on_failure::raise>(s, av, r.w.view(), r.v.view(), {});
     return r;
 }
@@ -697,7 +697,7 @@ tensor<real_type_t<T>> eigvalsh(session& s, const A& a) {
     detail::session_access::check_thread(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
-    tensor<real_type_t<T>> w = tensor<real_type_t<T>>::uninitialized(
+    tensor<real_type_t<T>> w = empty<real_type_t<T>>(
         s, detail::batch_and(detail::leading_axes(av.shape(), 2), {n}));
     detail::eigvalsh_run<detail::on_failure::raise>(s, av, w.view(), {});
     return w;

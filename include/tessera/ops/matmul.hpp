@@ -34,7 +34,7 @@ tensor<T> matmul(session& s, const A& a, const B& b) {
     detail::session_access::check_thread(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
-    tensor<T> out = tensor<T>::uninitialized(s, detail::check_matmul_2d<T>("matmul", av, bv));
+    tensor<T> out = empty<T>(s, detail::check_matmul_2d<T>("matmul", av, bv));
     detail::matmul_2d<T>(s, av, bv, out.view(), false, T{1}, T{0});
     return out;
 }
@@ -93,7 +93,7 @@ tensor<T> batched_matmul(session& s, const A& a, const B& b) {
     detail::session_access::check_thread(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
-    tensor<T> out = tensor<T>::uninitialized(s, detail::check_batched<T>("batched_matmul", av, bv));
+    tensor<T> out = empty<T>(s, detail::check_batched<T>("batched_matmul", av, bv));
     detail::run_products<T>(s, av, bv, out.view(), false, T{1}, T{0});
     return out;
 }
@@ -126,7 +126,7 @@ tensor<T> tensordot(session& s, const A& a, const B& b, const axis_list& axes_a,
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_contraction(av.shape(), bv.shape(), axes_a, axes_b);
-    tensor<T> out = tensor<T>::uninitialized(s, plan.result);
+    tensor<T> out = empty<T>(s, plan.result);
     detail::run_contraction<T>(s, plan, av, bv, out.view());
     return out;
 }
@@ -166,7 +166,7 @@ tensor<T> dot(session& s, const A& a, const B& b) {
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_dot<T>(av, bv);
-    tensor<T> out = tensor<T>::uninitialized(s, plan.result);
+    tensor<T> out = empty<T>(s, plan.result);
     if (av.rank() == 1 && bv.rank() == 1)
         out.data()[0] = detail::flat_dot<false, T>(s, av, bv);
     else
@@ -211,7 +211,7 @@ tensor<T> outer(session& s, const A& a, const B& b) {
     detail::session_access::check_thread(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
-    tensor<T> out = tensor<T>::uninitialized(s, shape{av.size(), bv.size()});
+    tensor<T> out = empty<T>(s, shape{av.size(), bv.size()});
     tensor<T> a_keep, b_keep;
     detail::run_outer<T>(s, detail::flattened<T>(s, av, a_keep), detail::flattened<T>(s, bv, b_keep), out.view());
     return out;

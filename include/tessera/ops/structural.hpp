@@ -1,5 +1,5 @@
-// tessera/ops/structural.hpp - structural ops: contiguous and clone (a dense row-major copy of any
-// view), copy (between any two layouts, with broadcasting), fill, concat and stack.
+// tessera/ops/structural.hpp - structural ops: contiguous (a dense row-major copy of any view),
+// copy (between any two layouts, with broadcasting), fill, concat and stack.
 // Start with tessera::contiguous. Copies whose source walks memory across the destination's rows
 // (transposes, permutes) run a cache-blocked transpose; the rest copy row runs (memcpy when both
 // sides are unit-stride).
@@ -361,7 +361,7 @@ tensor<T> join_new(session& s, const char* op, bool stack,
     session_access::check_thread(s);
     std::size_t norm = 0;
     const shape result = join_shape(op, stack, in, axis, norm);
-    tensor<T> out = tensor<T>::uninitialized(s, result);
+    tensor<T> out = empty<T>(s, result);
     join_run(s, stack, in, norm, out.view());
     return out;
 }
@@ -387,16 +387,9 @@ template <tensor_like V, class T = value_of_t<V>>
     requires element<T>
 tensor<T> contiguous(session& s, const V& v) {
     const tensor_view<const T> src = as_view(v);
-    tensor<T> out = tensor<T>::uninitialized(s, src.shape());  // checks the session's thread
+    tensor<T> out = empty<T>(s, src.shape());  // checks the session's thread
     detail::copy_unchecked(s, out.view(), src);
     return out;
-}
-
-/// Returns an explicit copy of `v` as a new dense tensor; the same as contiguous().
-template <tensor_like V, class T = value_of_t<V>>
-    requires element<T>
-tensor<T> clone(session& s, const V& v) {
-    return contiguous(s, v);
 }
 
 /// Copies `src` into `dst`, which may have any layout; `src` broadcasts to `dst`'s shape, as
@@ -414,13 +407,14 @@ void copy(session& s, const S& src, const tensor_view<std::type_identity_t<T>>& 
     detail::copy_unchecked(s, dst, from);
 }
 
-/// Writes `value` into every element of `dst` (any layout).
+/// Writes `value` into every element of `out`: a tensor, or a view of any layout.
 ///
-/// Throws alias_error if `dst` repeats elements (a stride-0 axis). Never allocates; one dispatch
-/// (none for an empty view).
-template <element T>
-void fill(session& s, const tensor_view<T>& dst, std::type_identity_t<T> value) {
+/// Throws alias_error if `out` repeats elements (a stride-0 axis). Never allocates; one dispatch
+/// (none when `out` is empty).
+template <writable_tensor O, class T = writable_value_t<O>>
+void fill(session& s, std::type_identity_t<T> value, O&& out) {
     detail::session_access::check_thread(s);
+    const tensor_view<T> dst = as_writable_view(out);
     detail::check_writable("fill", dst);
     if (dst.size() == 0) return;
     const stride_array none{};
@@ -437,12 +431,6 @@ void fill(session& s, const tensor_view<T>& dst, std::type_identity_t<T> value) 
                 d[o + static_cast<std::ptrdiff_t>(j) * step] = value;
         });
     }
-}
-/// Writes `value` into every element of the tensor `dst`; never allocates, never throws for a
-/// tensor (its elements are distinct); one dispatch (none when it is empty).
-template <element T>
-void fill(session& s, tensor<T>& dst, std::type_identity_t<T> value) {
-    fill(s, dst.view(), value);
 }
 
 /// Returns the inputs joined along `axis` (negative counts from the end), as NumPy's
