@@ -65,7 +65,10 @@ public:
     /// Leases a workspace for a session on the calling thread. Lock-free unless every workspace
     /// in the table is taken.
     workspace& lease(thread_state& ts) {
-        workspace& w = table_[thread_ordinal(ts) & (table_size - 1)];
+        // The slot first: in `table_[i]` the pointer is read before i is computed, and the call in
+        // thread_ordinal would then make the compiler keep it in a callee-saved register.
+        const std::size_t slot = thread_ordinal(ts) & (table_size - 1);
+        workspace& w = table_[slot];
         if (!w.leased.load(atomic_order::relaxed) && !w.leased.exchange(true, atomic_order::acquire))
             return w;
         return lease_slow(ts);
