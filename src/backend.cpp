@@ -241,7 +241,8 @@ workspace& backend_core::lease_slow(thread_state& ts) {
     const std::size_t start = thread_ordinal(ts);
     for (std::size_t i = 1; i < table_size; ++i) {
         workspace& w = table_[(start + i) & (table_size - 1)];
-        if (!w.leased.load(atomic_order::relaxed) && !w.leased.exchange(true, atomic_order::acquire))
+        if (!w.leased.load(atomic_order::relaxed) &&
+            !w.leased.exchange(true, atomic_order::acquire))
             return w;
     }
     std::lock_guard lock(cold_->mutex);

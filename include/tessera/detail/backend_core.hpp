@@ -37,7 +37,7 @@ struct alignas(64) workspace {
     atomic_cell<bool> leased;
     free_lists lists;
     published_counters published;
-    plan_slots* plans = nullptr;  // set by the backend when it makes the workspace; never null after
+    plan_slots* plans = nullptr;  // set when the backend makes the workspace; never null after
 };
 
 /// The backend's oneTBB arena; defined in src/arena.hpp, where the runtime uses it.
@@ -108,10 +108,10 @@ private:
 
     std::uint64_t id_;
     backend_settings settings_;
-    int requested_threads_ = 1;       // settings_.threads before the process's limit applied
-    arena_state* arena_ = nullptr;    // owned by cold_; null for a one-thread backend
-    workspace* table_ = nullptr;      // table_size workspaces, owned by cold_
-    cold_state* cold_ = nullptr;      // owned; deleted by the destructor
+    int requested_threads_ = 1;     // settings_.threads before the process's limit applied
+    arena_state* arena_ = nullptr;  // owned by cold_; null for a one-thread backend
+    workspace* table_ = nullptr;    // table_size workspaces, owned by cold_
+    cold_state* cold_ = nullptr;    // owned; deleted by the destructor
 };
 
 /// Returns a block to where it belongs: the innermost session's workspace when that session is of
