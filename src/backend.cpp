@@ -4,6 +4,7 @@
 #include "registry.hpp"
 
 #include <tessera/backend.hpp>
+#include <tessera/detail/plan_cache.hpp>
 #include <tessera/error.hpp>
 
 #include <oneapi/tbb/global_control.h>
@@ -15,9 +16,11 @@
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace tessera {
 namespace detail {
@@ -143,7 +146,7 @@ private:
     int control_value_ = 0;
 };
 
-bool is_leased(const workspace& w) noexcept { return w.leased.load(std::memory_order_acquire); }
+bool is_leased(const workspace& w) noexcept { return w.leased.load(atomic_order::acquire); }
 
 void add_published(stats& to, const workspace& w) noexcept {
     w.published.add_to(to);
@@ -157,11 +160,40 @@ std::uint32_t assign_thread_ordinal() noexcept {
     return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+// An overflow workspace with its plan slots, made by lease_slow when the table is full.
+struct overflow_workspace {
+    overflow_workspace() noexcept { ws.plans = &plans; }
+    overflow_workspace(const overflow_workspace&) = delete;
+    overflow_workspace& operator=(const overflow_workspace&) = delete;
+
+    workspace ws;
+    plan_slots plans;
+};
+
+struct backend_core::cold_state {
+    cold_state(std::size_t table_size, std::size_t plan_cache_capacity)
+        : table(new workspace[table_size]),
+          table_plans(new plan_slots[table_size]),
+          plans(plan_cache_capacity) {
+        for (std::size_t i = 0; i < table_size; ++i) table[i].plans = &table_plans[i];
+    }
+
+    std::unique_ptr<arena_state> arena;
+    std::unique_ptr<workspace[]> table;
+    std::unique_ptr<plan_slots[]> table_plans;  // the table's plan slots, one per workspace
+
+    mutable std::mutex mutex;  // guards shared and overflow
+    free_lists shared;         // blocks freed outside any session of this backend
+    std::vector<std::unique_ptr<overflow_workspace>> overflow;
+    std::atomic<std::size_t> pooled_bytes{0};  // payload bytes of live pooled blocks, free or lent
+    plan_cache plans;
+};
+
 backend_core::backend_core(const backend_settings& settings)
-    : id_(next_backend_id()),
-      settings_(settings),
-      table_(new workspace[table_size]),
-      plans_(settings.plan_cache_capacity) {
+    : id_(next_backend_id()), settings_(settings) {
+    auto cold = std::make_unique<cold_state>(table_size, settings.plan_cache_capacity);
+    table_ = cold->table.get();
+    cold_ = cold.get();
     if (settings_.threads > 1) {
         // threads() tells the truth: what the process allows, which is what was asked for unless
         // the application caps oneTBB's parallelism lower.
@@ -172,12 +204,14 @@ backend_core::backend_core(const backend_settings& settings)
         if (settings_.threads > 1) {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
-            arena_ = std::make_unique<arena_state>(arena_slots(), settings_.session_slots);
+            cold->arena = std::make_unique<arena_state>(arena_slots(), settings_.session_slots);
+            arena_ = cold->arena.get();
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
             arena_->arena.initialize();
         }
         register_backend(this);
+        cold.release();  // owned through cold_ from here on
     } catch (...) {
         // No destructor runs for a constructor that throws: withdraw the request here.
         if (requested_threads_ > 1) parallelism_limit::instance().release(requested_threads_);
@@ -189,36 +223,41 @@ backend_core::~backend_core() {
     for (std::size_t i = 0; i < table_size; ++i)
         TESSERA_CHECK(!is_leased(table_[i]), "backend destroyed while one of its sessions is open");
     unregister_backend(this);
-    arena_.reset();
+    cold_->arena.reset();
+    arena_ = nullptr;
     if (requested_threads_ > 1) parallelism_limit::instance().release(requested_threads_);
-    free_all(shared_);
+    free_all(cold_->shared);
     for (std::size_t i = 0; i < table_size; ++i) free_all(table_[i].lists);
-    for (auto& w : overflow_) {
-        TESSERA_CHECK(!is_leased(*w), "backend destroyed while one of its sessions is open");
-        free_all(w->lists);
+    for (auto& o : cold_->overflow) {
+        TESSERA_CHECK(!is_leased(o->ws), "backend destroyed while one of its sessions is open");
+        free_all(o->ws.lists);
     }
+    delete cold_;
 }
+
+plan_cache& backend_core::plans() noexcept { return cold_->plans; }
 
 workspace& backend_core::lease_slow(thread_state& ts) {
     const std::size_t start = thread_ordinal(ts);
     for (std::size_t i = 1; i < table_size; ++i) {
         workspace& w = table_[(start + i) & (table_size - 1)];
-        if (!w.leased.load(std::memory_order_relaxed) &&
-            !w.leased.exchange(true, std::memory_order_acquire))
+        if (!w.leased.load(atomic_order::relaxed) &&
+            !w.leased.exchange(true, atomic_order::acquire))
             return w;
     }
-    std::lock_guard lock(mutex_);
-    for (auto& w : overflow_)
-        if (!w->leased.exchange(true, std::memory_order_acquire)) return *w;
-    overflow_.push_back(std::make_unique<workspace>());
-    overflow_.back()->leased.store(true, std::memory_order_relaxed);
-    return *overflow_.back();
+    std::lock_guard lock(cold_->mutex);
+    for (auto& o : cold_->overflow)
+        if (!o->ws.leased.exchange(true, atomic_order::acquire)) return o->ws;
+    cold_->overflow.push_back(std::make_unique<overflow_workspace>());
+    workspace& w = cold_->overflow.back()->ws;
+    w.leased.store(true, atomic_order::relaxed);
+    return w;
 }
 
 block_header* backend_core::refill(unsigned size_class, workspace& w, session_counters& c) {
     {
-        std::lock_guard lock(mutex_);
-        if (block_header* b = shared_.pop(size_class)) {
+        std::lock_guard lock(cold_->mutex);
+        if (block_header* b = cold_->shared.pop(size_class)) {
             ++c.pool_hits;
             return b;
         }
@@ -237,80 +276,82 @@ block_header* backend_core::refill(unsigned size_class, workspace& w, session_co
     try {
         return heap_allocate_block(size_class, id_);
     } catch (...) {
-        pooled_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+        cold_->pooled_bytes.fetch_sub(bytes, std::memory_order_relaxed);
         throw;
     }
 }
 
 bool backend_core::reserve(std::size_t bytes) noexcept {
     const std::size_t cap = settings_.retained_bytes_cap;
-    std::size_t pooled = pooled_bytes_.load(std::memory_order_relaxed);
+    std::atomic<std::size_t>& pooled_bytes = cold_->pooled_bytes;
+    std::size_t pooled = pooled_bytes.load(std::memory_order_relaxed);
     do {
         if (bytes > cap || pooled > cap - bytes) return false;
-    } while (!pooled_bytes_.compare_exchange_weak(pooled, pooled + bytes, std::memory_order_relaxed));
+    } while (!pooled_bytes.compare_exchange_weak(pooled, pooled + bytes, std::memory_order_relaxed));
     return true;
 }
 
 void backend_core::make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept {
     const std::size_t cap = settings_.retained_bytes_cap;
     if (bytes > cap) return;  // no amount of trimming makes it fit
-    // How far over the cap `bytes` more would be; pooled_bytes_ moves under us, so this is the
+    std::atomic<std::size_t>& pooled_bytes = cold_->pooled_bytes;
+    // How far over the cap `bytes` more would be; pooled_bytes moves under us, so this is the
     // goal, and reserve() decides.
     auto excess = [&] {
-        const std::size_t pooled = pooled_bytes_.load(std::memory_order_relaxed);
+        const std::size_t pooled = pooled_bytes.load(std::memory_order_relaxed);
         return pooled > cap - bytes ? pooled - (cap - bytes) : 0;
     };
     auto trim_from = [&](free_lists& lists) {
         const std::size_t wanted = excess();
         if (wanted == 0) return;
-        pooled_bytes_.fetch_sub(free_largest(lists, wanted, c.pool_trims), std::memory_order_relaxed);
+        pooled_bytes.fetch_sub(free_largest(lists, wanted, c.pool_trims), std::memory_order_relaxed);
     };
     // The session's own idle blocks first (no lock: its thread holds them), then the shared pool,
     // then workspaces no session holds (leased for the moment, as trim() does).
     trim_from(w.lists);
     {
-        std::lock_guard lock(mutex_);
-        trim_from(shared_);
+        std::lock_guard lock(cold_->mutex);
+        trim_from(cold_->shared);
     }
     auto trim_if_idle = [&](workspace& other) {
-        if (excess() == 0 || other.leased.exchange(true, std::memory_order_acquire)) return;
+        if (excess() == 0 || other.leased.exchange(true, atomic_order::acquire)) return;
         trim_from(other.lists);
-        other.published.bytes_retained.store(other.lists.retained_bytes, std::memory_order_relaxed);
-        other.leased.store(false, std::memory_order_release);
+        other.published.bytes_retained.store(other.lists.retained_bytes, atomic_order::relaxed);
+        other.leased.store(false, atomic_order::release);
     };
     for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);
-    std::lock_guard lock(mutex_);
-    for (auto& o : overflow_) trim_if_idle(*o);
+    std::lock_guard lock(cold_->mutex);
+    for (auto& o : cold_->overflow) trim_if_idle(o->ws);
 }
 
 void backend_core::take_back(block_header* b) noexcept {
-    std::lock_guard lock(mutex_);
-    shared_.push(b);
+    std::lock_guard lock(cold_->mutex);
+    cold_->shared.push(b);
 }
 
 stats backend_core::snapshot() const {
     stats s;
     for (std::size_t i = 0; i < table_size; ++i) add_published(s, table_[i]);
-    std::lock_guard lock(mutex_);
-    for (const auto& w : overflow_) add_published(s, *w);
-    s.bytes_retained += shared_.retained_bytes;
-    s.plan_cache_evictions = plans_.evictions();
+    std::lock_guard lock(cold_->mutex);
+    for (const auto& o : cold_->overflow) add_published(s, o->ws);
+    s.bytes_retained += cold_->shared.retained_bytes;
+    s.plan_cache_evictions = cold_->plans.evictions();
     return s;
 }
 
 std::size_t backend_core::trim() noexcept {
     std::size_t freed = 0;
     auto trim_if_idle = [&](workspace& w) {
-        if (w.leased.exchange(true, std::memory_order_acquire)) return;  // in use: skip
+        if (w.leased.exchange(true, atomic_order::acquire)) return;  // in use: skip
         freed += free_all(w.lists);
-        w.published.bytes_retained.store(0, std::memory_order_relaxed);
-        w.leased.store(false, std::memory_order_release);
+        w.published.bytes_retained.store(0, atomic_order::relaxed);
+        w.leased.store(false, atomic_order::release);
     };
     for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);
-    std::lock_guard lock(mutex_);
-    for (auto& w : overflow_) trim_if_idle(*w);
-    freed += free_all(shared_);
-    pooled_bytes_.fetch_sub(freed, std::memory_order_relaxed);
+    std::lock_guard lock(cold_->mutex);
+    for (auto& o : cold_->overflow) trim_if_idle(o->ws);
+    freed += free_all(cold_->shared);
+    cold_->pooled_bytes.fetch_sub(freed, std::memory_order_relaxed);
     return freed;
 }
 

@@ -10,7 +10,6 @@
 #include <tessera/detail/thread_state.hpp>
 
 #include <cstddef>
-#include <functional>
 #include <type_traits>
 
 namespace tessera {
@@ -120,7 +119,14 @@ struct session_access {
     template <class Fn>
     static std::invoke_result_t<Fn&, session&> open(backend_core& core, entry_kind kind, Fn& fn) {
         session s(core, this_thread, kind);
-        return std::invoke(fn, s);
+        // What std::invoke(fn, s) does, without <functional>: a pointer to a member of session
+        // (`be.run(&tessera::session::threads)`) is applied to s, anything else is called.
+        if constexpr (std::is_member_function_pointer_v<Fn>)
+            return (s.*fn)();
+        else if constexpr (std::is_member_object_pointer_v<Fn>)
+            return s.*fn;
+        else
+            return fn(s);
     }
 };
 

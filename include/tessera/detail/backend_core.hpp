@@ -1,21 +1,20 @@
-// tessera/detail/backend_core.hpp - the state a backend owns: the task_arena (none for one thread;
-// held opaquely, so this header does not include oneTBB), the workspace table, the shared pool and
-// the published counters. Construction, teardown, the slow lease and pool paths and stats() live
-// in src/backend.cpp and src/buffer_pool.cpp.
+// tessera/detail/backend_core.hpp - the state a backend owns, split by temperature. What the inline
+// session paths touch (id, settings, the workspace table, the arena pointer) is here; the rest (the
+// task_arena itself, held opaquely so that this header does not include oneTBB, the mutex, the
+// shared pool, overflow workspaces, the plan cache) sits behind a pointer, defined in
+// src/backend.cpp, so that including session.hpp costs no <memory>, <mutex> or <vector>.
+// Construction, teardown, the slow lease and pool paths and stats() live in src/backend.cpp and
+// src/buffer_pool.cpp.
 #pragma once
 
+#include <tessera/detail/atomic.hpp>
 #include <tessera/detail/counters.hpp>
-#include <tessera/detail/plan_cache.hpp>
 #include <tessera/detail/pool.hpp>
 #include <tessera/detail/thread_state.hpp>
 #include <tessera/stats.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <vector>
 
 namespace tessera::detail {
 
@@ -28,13 +27,17 @@ struct backend_settings {
     std::size_t plan_cache_capacity = 0;
 };
 
-/// What a session borrows: free lists it may use without locks, and the counters it publishes to.
-/// Leased by one thread at a time; the `leased` flag's acquire/release hands it over.
+struct plan_slots;
+class plan_cache;
+
+/// What a session borrows: free lists it may use without locks, the counters it publishes to and
+/// its einsum plan slots (detail/plan_cache.hpp). Leased by one thread at a time; the `leased`
+/// flag's acquire/release hands it over.
 struct alignas(64) workspace {
-    std::atomic<bool> leased{false};
+    atomic_cell<bool> leased;
     free_lists lists;
     published_counters published;
-    plan_slots plans;
+    plan_slots* plans = nullptr;  // set when the backend makes the workspace; never null after
 };
 
 /// The backend's oneTBB arena; defined in src/arena.hpp, where the runtime uses it.
@@ -57,14 +60,16 @@ public:
     /// threads. oneTBB numbers the threads in the arena 0 to arena_slots() - 1.
     int arena_slots() const noexcept { return settings_.threads - 1 + settings_.session_slots; }
     /// The einsum plans shared by every session of this backend.
-    plan_cache& plans() noexcept { return plans_; }
+    plan_cache& plans() noexcept;
 
     /// Leases a workspace for a session on the calling thread. Lock-free unless every workspace
     /// in the table is taken.
     workspace& lease(thread_state& ts) {
-        workspace& w = table_[thread_ordinal(ts) & (table_size - 1)];
-        if (!w.leased.load(std::memory_order_relaxed) &&
-            !w.leased.exchange(true, std::memory_order_acquire))
+        // The slot first: in `table_[i]` the pointer is read before i is computed, and the call in
+        // thread_ordinal would then make the compiler keep it in a callee-saved register.
+        const std::size_t slot = thread_ordinal(ts) & (table_size - 1);
+        workspace& w = table_[slot];
+        if (!w.leased.load(atomic_order::relaxed) && !w.leased.exchange(true, atomic_order::acquire))
             return w;
         return lease_slow(ts);
     }
@@ -72,7 +77,7 @@ public:
     /// Publishes a closing session's counters and hands its workspace back.
     void give_back(workspace& w, const session_counters& c) noexcept {
         w.published.merge(c, w.lists.retained_bytes);
-        w.leased.store(false, std::memory_order_release);
+        w.leased.store(false, atomic_order::release);
     }
 
     /// Serves a block of `size_class` when the session's workspace `w` has none free: from the
@@ -88,8 +93,11 @@ public:
     std::size_t trim() noexcept;
 
 private:
+    /// The state only the out-of-line paths touch; defined in src/backend.cpp.
+    struct cold_state;
+
     workspace& lease_slow(thread_state& ts);
-    /// Counts `bytes` into pooled_bytes_ if that keeps it within the cap.
+    /// Counts `bytes` into the pooled bytes if that keeps them within the cap.
     bool reserve(std::size_t bytes) noexcept;
     /// Frees idle blocks until `bytes` more would fit under the cap, or nothing idle is left.
     void make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept;
@@ -100,15 +108,10 @@ private:
 
     std::uint64_t id_;
     backend_settings settings_;
-    int requested_threads_ = 1;  // settings_.threads before the process's limit applied
-    std::unique_ptr<arena_state> arena_;
-    std::unique_ptr<workspace[]> table_;
-
-    mutable std::mutex mutex_;  // guards shared_ and overflow_
-    free_lists shared_;         // blocks freed outside any session of this backend
-    std::vector<std::unique_ptr<workspace>> overflow_;
-    std::atomic<std::size_t> pooled_bytes_{0};  // payload bytes of live pooled blocks, free or lent
-    plan_cache plans_;
+    int requested_threads_ = 1;     // settings_.threads before the process's limit applied
+    arena_state* arena_ = nullptr;  // owned by cold_; null for a one-thread backend
+    workspace* table_ = nullptr;    // table_size workspaces, owned by cold_
+    cold_state* cold_ = nullptr;    // owned; deleted by the destructor
 };
 
 /// Returns a block to where it belongs: the innermost session's workspace when that session is of

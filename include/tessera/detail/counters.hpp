@@ -3,9 +3,9 @@
 // TESSERA_SESSION_COUNTERS (stats.hpp), the one list of counters.
 #pragma once
 
+#include <tessera/detail/atomic.hpp>
 #include <tessera/stats.hpp>
 
-#include <atomic>
 #include <cstdint>
 
 namespace tessera::detail {
@@ -21,22 +21,22 @@ struct session_counters {
 /// (the lease's acquire/release orders successive holders), so a relaxed load plus store is enough:
 /// no read-modify-write, no lock prefix. stats() reads them with relaxed loads.
 struct published_counters {
-#define TESSERA_PUBLISHED_COUNTER(name, meaning) std::atomic<std::uint64_t> name{0};
+#define TESSERA_PUBLISHED_COUNTER(name, meaning) atomic_cell<std::uint64_t> name;
     TESSERA_SESSION_COUNTERS(TESSERA_PUBLISHED_COUNTER)
 #undef TESSERA_PUBLISHED_COUNTER
-    std::atomic<std::uint64_t> bytes_retained{0};
+    atomic_cell<std::uint64_t> bytes_retained;
 
     /// Adds a closing session's counters and records the workspace's retained bytes.
     void merge(const session_counters& c, std::uint64_t retained) noexcept {
 #define TESSERA_MERGE_COUNTER(name, meaning) add(name, c.name);
         TESSERA_SESSION_COUNTERS(TESSERA_MERGE_COUNTER)
 #undef TESSERA_MERGE_COUNTER
-        bytes_retained.store(retained, std::memory_order_relaxed);
+        bytes_retained.store(retained, atomic_order::relaxed);
     }
 
     /// Adds these counters and the retained bytes to a snapshot.
     void add_to(stats& to) const noexcept {
-        constexpr auto relaxed = std::memory_order_relaxed;
+        constexpr auto relaxed = atomic_order::relaxed;
 #define TESSERA_READ_COUNTER(name, meaning) to.name += name.load(relaxed);
         TESSERA_SESSION_COUNTERS(TESSERA_READ_COUNTER)
 #undef TESSERA_READ_COUNTER
@@ -44,8 +44,8 @@ struct published_counters {
     }
 
 private:
-    static void add(std::atomic<std::uint64_t>& to, std::uint64_t delta) noexcept {
-        to.store(to.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    static void add(atomic_cell<std::uint64_t>& to, std::uint64_t delta) noexcept {
+        to.store(to.load(atomic_order::relaxed) + delta, atomic_order::relaxed);
     }
 };
 

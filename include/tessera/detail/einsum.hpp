@@ -122,7 +122,7 @@ inline std::size_t plan_slot_index(const plan_key& key) noexcept {
 /// Counts a plan-cache hit or miss. The plan stays alive while the slot holds it, which nothing
 /// changes before the caller's next einsum on this session.
 inline const std::shared_ptr<const einsum_program>& find_plan(session& s, const plan_key& key) {
-    plan_slots::entry& slot = session_access::workspace_of(s).plans.entries[plan_slot_index(key)];
+    plan_slots::entry& slot = session_access::workspace_of(s).plans->entries[plan_slot_index(key)];
     if (slot.spec == key.spec.data() && slot.plan != nullptr && slot.plan->matches(key)) {
         ++session_access::counters(s).plan_cache_hits;
         return slot.plan;
