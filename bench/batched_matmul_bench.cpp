@@ -5,7 +5,7 @@
 // large (100,000 matrices, capped at ~160 MB of operands). `--summary` prints the contract table.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 bug 105593: a false -Wmaybe-uninitialized inside its AVX-512 intrinsics, which Eigen's
-// GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/detail/eigen_config.hpp.
+// GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/eigen.hpp.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <benchmark/benchmark.h>

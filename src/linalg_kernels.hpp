@@ -5,8 +5,8 @@
 // decompositions compile once, in parallel, and never in a user's translation unit.
 #pragma once
 
-// eigen_config.hpp configures Eigen, so it comes before anything that may include Eigen.
-#include <tessera/detail/eigen_config.hpp>
+// eigen.hpp configures Eigen, so it comes before anything that may include Eigen.
+#include <tessera/eigen.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/ops/linalg.hpp>
 

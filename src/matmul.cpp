@@ -1,15 +1,7 @@
-// Out-of-line parts of the matrix products: the error messages (formatted here only), the
-// one-time choice of the tiny-matrix kernel variant, and the kernels themselves, compiled once
-// into the library for the four element types.
-
-// GCC's -Wpsabi note about passing the kernels' vectors by value is switched off for this file in
-// CMakeLists.txt (a pragma here does not reach it).
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 intrinsics (reached through Eigen's kernels when the build targets AVX-512,
-// e.g. TESSERA_ARCH=native) start from _mm512_undefined_*() and trip a false -Wmaybe-uninitialized
-// (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// Out-of-line parts of the matrix products that need no kernel: the error messages (formatted here
+// only) and the one-time choice of the tiny-matrix kernel variant. The engines are compiled in
+// src/matmul_real.cpp and src/matmul_complex.cpp, the tiny-matrix kernels in
+// src/small_matmul_real.cpp and src/small_matmul_complex.cpp.
 
 #include <tessera/detail/small_matmul.hpp>
 #include <tessera/error.hpp>
@@ -18,7 +10,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <complex>
 #include <cstddef>
 #include <string>
 
@@ -47,13 +38,6 @@ kernel_isa host_kernel_isa() noexcept {
 }
 
 const char* matmul_kernel_isa() noexcept { return kernel_isa_name(host_kernel_isa()); }
-
-template void run_small_batch<float>(kernel_isa, small_size, const small_batch_args<float>&) noexcept;
-template void run_small_batch<double>(kernel_isa, small_size, const small_batch_args<double>&) noexcept;
-template void run_small_batch<std::complex<float>>(kernel_isa, small_size,
-                                                   const small_batch_args<std::complex<float>>&) noexcept;
-template void run_small_batch<std::complex<double>>(kernel_isa, small_size,
-                                                    const small_batch_args<std::complex<double>>&) noexcept;
 
 void throw_matmul_rank(const char* op, const char* operand, const shape& s, std::size_t rank, bool exact) {
     throw shape_error(fmt::format("{}: {} must have rank {}{} but has shape {}", op, operand,

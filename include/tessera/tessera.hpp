@@ -1,5 +1,5 @@
 // tessera/tessera.hpp - the umbrella header: includes the whole public API except the Eigen
-// bridge (tessera/eigen.hpp). The products (ops/matmul.hpp) bring in Eigen/Core.
+// bridge (tessera/eigen.hpp). It includes neither Eigen nor oneTBB: both serve the compiled library.
 // Start with tessera::backend (backend.hpp) and backend::run, which hands you a tessera::session.
 #pragma once
 

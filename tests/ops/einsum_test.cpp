@@ -3,11 +3,6 @@
 // outputs; contraction paths; runtime operand lists against the argument forms; the plan cache's
 // hit, miss and eviction counts; heap allocations of warm calls; every kind of bad input, before
 // anything is written.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 bug 105593: a false -Wmaybe-uninitialized inside its AVX-512 intrinsics, which Eigen's
-// GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/detail/eigen_config.hpp.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"

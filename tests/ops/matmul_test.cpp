@@ -1,11 +1,6 @@
 // matmul, batched_matmul, tensordot, dot, vdot, outer: results against a float64 (complex<double>)
 // reference written here with plain loops on fresh random inputs, every size class and kernel
 // variant, strided/transposed/broadcast operands, bad input, dispatch and heap-allocation counts.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 bug 105593: a false -Wmaybe-uninitialized inside its AVX-512 intrinsics, which Eigen's
-// GEMM reaches in an AVX-512 build (TESSERA_ARCH=native); see tessera/detail/eigen_config.hpp.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"

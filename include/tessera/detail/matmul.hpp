@@ -1,14 +1,11 @@
-// tessera/detail/matmul.hpp - the engine under matmul, batched_matmul, tensordot, dot and outer:
-// validation helpers, operand preparation (copies into workspace blocks only when Eigen cannot
-// read the strides), the choice between the compile-time tiny kernels, a plain loop and Eigen's
-// GEMM, and the split of the work into items for one inline-or-parallel dispatch per op.
-// Part of ops/matmul.hpp; it includes Eigen (through gemm.hpp).
+// tessera/detail/matmul.hpp - what the matrix-product ops keep inline: validation, the contraction
+// plan behind tensordot and dot, the 2x2-4x4 fast path of the out-parameter matmul (plain loops),
+// and the declarations of the engines, which are compiled in the library for the four element
+// types (src/matmul_engine.hpp: operand copies, the tiny-matrix kernels, Eigen's GEMM, tiling and
+// the parallel split). Part of ops/matmul.hpp; it includes neither Eigen nor oneTBB.
 #pragma once
 
 #include <tessera/detail/elementwise.hpp>
-#include <tessera/detail/gemm.hpp>
-#include <tessera/detail/parallel.hpp>
-#include <tessera/detail/runtime.hpp>
 #include <tessera/detail/small_matmul.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
@@ -35,26 +32,6 @@ namespace tessera::detail {
 [[noreturn]] void throw_result_rank(const char* op, std::size_t rank);
 [[noreturn]] void throw_vdot_size(const char* op, const shape& a, const shape& b);
 
-/// Multiply-adds in a product per unit of the backend's grain (one elementwise addition). Eigen's
-/// kernel and the tiny kernels run 25-75 multiply-adds per ns on one AVX-512 core against ~13
-/// additions per ns for a streaming add, and 4 keeps the default build (SSE2) on the safe side:
-/// a product runs inline below about 128k multiply-adds (a 50^3 GEMM).
-inline constexpr std::size_t fma_per_work_unit = 4;
-
-/// Products with m + n + k below this run as plain loops over the strides: packing for Eigen's
-/// kernel costs more than it saves there (Eigen's own coefficient-based threshold is 20).
-inline constexpr std::size_t naive_product_limit = 24;
-
-/// The smallest tile side a large product is split into; smaller tiles waste Eigen's register
-/// blocking (up to 48 rows by 8 columns with AVX-512).
-inline constexpr std::size_t min_tile = 64;
-
-/// Returns a * b, saturating at SIZE_MAX.
-constexpr std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
-    std::size_t r = 0;
-    return __builtin_mul_overflow(a, b, &r) ? static_cast<std::size_t>(-1) : r;
-}
-
 /// Throws alias_error if `out` shares any byte with `in`. Unlike check_overlap, exact aliasing
 /// is refused too: a product reads its inputs after it has started writing.
 template <class T>
@@ -69,285 +46,19 @@ inline shape leading_dims(const shape& s, std::size_t count) noexcept {
     return shape::unchecked(s.dims().first(count));
 }
 
-/// Returns `s` with `tail` appended (the caller keeps the rank within max_rank).
-inline shape with_tail(const shape& s, std::size_t d0, std::size_t d1) noexcept {
-    std::array<std::size_t, max_rank> dims{};
-    std::size_t r = 0;
-    for (const std::size_t d : s.dims()) dims[r++] = d;
-    dims[r++] = d0;
-    dims[r++] = d1;
-    return shape::unchecked(std::span<const std::size_t>(dims.data(), r));
-}
-
-/// Copies `from` into `to` (same shape, any strides), row by row on the calling thread.
+/// A strided matrix: element (i, j) is data[i*rs + j*cs]. Never owns.
 template <class T>
-void copy_strided(const tensor_view<const T>& from, const tensor_view<T>& to) noexcept {
-    const std::size_t n = from.size();
-    if (n == 0) return;
-    if (from.is_contiguous() && to.is_contiguous()) {
-        std::copy(from.data(), from.data() + n, to.data());
-        return;
+struct matrix_ref {
+    T* data = nullptr;
+    std::ptrdiff_t rows = 0, cols = 0, rs = 0, cs = 0;
+
+    T& operator()(std::ptrdiff_t i, std::ptrdiff_t j) const noexcept { return data[i * rs + j * cs]; }
+    /// The rows x cols block whose top-left element is (i, j).
+    matrix_ref block(std::ptrdiff_t i, std::ptrdiff_t j, std::ptrdiff_t r, std::ptrdiff_t c) const noexcept {
+        return {data + i * rs + j * cs, r, c, rs, cs};
     }
-    const iteration<2> it = collapse<2>(from.shape(), {&to.stride_values(), &from.stride_values()});
-    const std::size_t last = it.rank - 1;
-    std::array<std::size_t, max_rank> index{};
-    for (std::size_t done = 0; done < n; done += it.extents[last]) {
-        std::ptrdiff_t o = 0, i = 0;
-        for (std::size_t a = 0; a < last; ++a) {
-            o += static_cast<std::ptrdiff_t>(index[a]) * it.strides[0][a];
-            i += static_cast<std::ptrdiff_t>(index[a]) * it.strides[1][a];
-        }
-        T* dst = to.data() + o;
-        const T* src = from.data() + i;
-        const std::ptrdiff_t so = it.strides[0][last], si = it.strides[1][last];
-        for (std::size_t j = 0; j < it.extents[last]; ++j)
-            dst[static_cast<std::ptrdiff_t>(j) * so] = src[static_cast<std::ptrdiff_t>(j) * si];
-        for (std::size_t a = last; a-- > 0;) {
-            if (++index[a] < it.extents[a]) break;
-            index[a] = 0;
-        }
-    }
-}
-
-/// Returns a dense row-major copy of `v` in a block borrowed from the session's workspace.
-template <class T>
-tensor<T> contiguous_copy(session& s, const tensor_view<const T>& v) {
-    tensor<T> t = empty<T>(s, v.shape());
-    copy_strided<T>(v, t.view());
-    return t;
-}
-
-/// The matrix part (last two axes) of a view at element offset `offset`. An empty view's data may
-/// be null (an operand with k = 0, say): it is never read, and gets no offset.
-template <class T>
-matrix_ref<T> matrix_at(const tensor_view<T>& v, std::ptrdiff_t offset) noexcept {
-    const std::size_t r = v.rank();
-    T* const data = v.size() == 0 ? v.data() : v.data() + offset;
-    return {data, static_cast<std::ptrdiff_t>(v.extent(r - 2)),
-            static_cast<std::ptrdiff_t>(v.extent(r - 1)), v.stride(r - 2), v.stride(r - 1)};
-}
-
-/// Walks the (collapsed) batch axes of three operands: the position of one matrix and its
-/// element offsets in a, b and c.
-struct batch_cursor {
-    iteration<3> it;
-    std::array<std::size_t, max_rank> index{};
-    std::array<std::ptrdiff_t, 3> offset{};
-
-    batch_cursor(const shape& batch, const stride_array& a, const stride_array& b,
-                 const stride_array& c) noexcept
-        : it(collapse<3>(batch, {&a, &b, &c})) {}
-
-    std::size_t last() const noexcept { return it.rank - 1; }
-
-    void seek(std::size_t linear) noexcept {
-        for (std::size_t ax = it.rank; ax-- > 0;) {
-            index[ax] = linear % it.extents[ax];
-            linear /= it.extents[ax];
-        }
-        update();
-    }
-    /// Matrices left on the innermost axis from here, this one included.
-    std::size_t run_left() const noexcept { return it.extents[last()] - index[last()]; }
-    /// Moves `steps` (at most run_left()) matrices on.
-    void advance(std::size_t steps) noexcept {
-        index[last()] += steps;
-        for (std::size_t ax = last(); ax > 0 && index[ax] == it.extents[ax]; --ax) {
-            index[ax] = 0;
-            ++index[ax - 1];
-        }
-        update();
-    }
-    std::ptrdiff_t inner_stride(std::size_t operand) const noexcept {
-        return it.strides[operand][last()];
-    }
-
-private:
-    void update() noexcept {
-        offset = {};
-        for (std::size_t ax = 0; ax < it.rank; ++ax)
-            for (std::size_t k = 0; k < 3; ++k)
-                offset[k] += static_cast<std::ptrdiff_t>(index[ax]) * it.strides[k][ax];
-    }
+    operator matrix_ref<const T>() const noexcept { return {data, rows, cols, rs, cs}; }
 };
-
-/// The thread's pack-buffer slot during a parallel product: oneTBB numbers the threads of an
-/// arena 0..max_concurrency-1, and a thread runs one item at a time (Eigen's kernel never waits
-/// on oneTBB, so no other item can start on it midway).
-inline std::size_t pack_slot(std::size_t slots) noexcept {
-    const int slot = arena_thread_index();
-    TESSERA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < slots,
-                  "matmul: a parallel product ran on a thread outside the arena");
-    return static_cast<std::size_t>(slot);
-}
-
-/// How run_products computes each matrix.
-enum class product_path { small, naive, gemm };
-
-/// c = a @ b for every matrix of the batch (accumulate: c = alpha * a @ b + beta * c).
-///
-/// Preconditions (checked by the caller): a is [..., m, k], b is [..., k, n] with batch axes that
-/// broadcast to c's, c is [batch..., m, n], writable, disjoint from a and b. Copies a, b (whole,
-/// before broadcasting) into workspace blocks only when the path cannot read their strides, and
-/// computes into a workspace block when it cannot write c's. One dispatch (inline or parallel).
-template <class T>
-void run_products(session& s, tensor_view<const T> a, tensor_view<const T> b,
-                  const tensor_view<T>& c, bool accumulate, T alpha, T beta) {
-    const std::size_t r = c.rank();
-    const std::size_t m = c.extent(r - 2), n = c.extent(r - 1), k = a.extent(a.rank() - 1);
-    const shape batch = leading_dims(c.shape(), r - 2);
-    const std::size_t count = batch.count();
-    if (count == 0 || m == 0 || n == 0) return;
-    if (!accumulate) {
-        alpha = T{1};
-        beta = T{0};
-    }
-    const bool plain = alpha == T{1} && beta == T{0};
-
-    const small_size size = classify_small(m, k, n);
-    product_path path = product_path::gemm;
-    if (k == 0)
-        path = product_path::naive;  // writes beta * c (or zeros)
-    else if (size != small_size::none && plain)
-        path = product_path::small;
-    else if (m + n + k < naive_product_limit)
-        path = product_path::naive;
-
-    // Dense row-major matrices for the tiny kernels; Eigen-readable ones for the GEMM path; any
-    // strides for the loop.
-    const auto usable = [&](const auto& v, bool output) {
-        const matrix_ref<const T> x = matrix_at<const T>(v, 0);
-        switch (path) {
-            case product_path::small:
-                return (x.cs == 1 || x.cols == 1) && (x.rs == x.cols || x.rows == 1);
-            case product_path::gemm: return layout_of(x, output).order != storage::other;
-            case product_path::naive: break;
-        }
-        return true;
-    };
-    tensor<T> a_copy, b_copy, c_temp;
-    if (!usable(a, false)) {
-        a_copy = contiguous_copy<T>(s, a);
-        a = a_copy.view();
-    }
-    if (!usable(b, false)) {
-        b_copy = contiguous_copy<T>(s, b);
-        b = b_copy.view();
-    }
-    tensor_view<T> cw = c;
-    if (!usable(c, true)) {
-        c_temp = empty<T>(s, c.shape());
-        cw = c_temp.view();
-        if (beta != T{0}) copy_strided<T>(c, cw);
-    }
-    const tensor_view<const T> ab = broadcast_unchecked(a, with_tail(batch, m, k));
-    const tensor_view<const T> bb = broadcast_unchecked(b, with_tail(batch, k, n));
-    stride_array sa{}, sb{}, sc{};
-    for (std::size_t i = 0; i + 2 < r; ++i) {
-        sa[i] = ab.stride(i);
-        sb[i] = bb.stride(i);
-        sc[i] = cw.stride(i);
-    }
-
-    // Items: matrices, or tiles of matrices when a few large products must share the threads.
-    const std::size_t threads = static_cast<std::size_t>(s.threads());
-    std::size_t tiles_m = 1, tiles_n = 1;
-    const std::size_t fma = saturating_mul(saturating_mul(m, n), k);
-    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
-    if (path == product_path::gemm && threads > 1 && count < 2 * threads &&
-        fma / fma_per_work_unit > 2 * grain) {
-        const std::size_t want =
-            std::min((4 * threads + count - 1) / count, fma / fma_per_work_unit / grain);
-        while (tiles_m * tiles_n * 2 <= want) {
-            const std::size_t tm = (m + tiles_m - 1) / tiles_m, tn = (n + tiles_n - 1) / tiles_n;
-            if (tm >= tn && tm >= 2 * min_tile)
-                tiles_m *= 2;
-            else if (tn >= 2 * min_tile)
-                tiles_n *= 2;
-            else if (tm >= 2 * min_tile)
-                tiles_m *= 2;
-            else
-                break;
-        }
-    }
-    // Tile sides rounded up to 16 rows/columns (whole micro-panels of Eigen's kernel).
-    const auto side = [](std::size_t extent, std::size_t parts) {
-        const std::size_t t = (extent + parts - 1) / parts;
-        return parts == 1 ? extent : (t + 15) / 16 * 16;
-    };
-    const std::size_t tm = side(m, tiles_m), tn = side(n, tiles_n);
-    tiles_m = (m + tm - 1) / tm;
-    tiles_n = (n + tn - 1) / tn;
-    const std::size_t tiles = tiles_m * tiles_n;
-    const std::size_t items = saturating_mul(count, tiles);
-    const std::size_t item_units =
-        std::max<std::size_t>(1, saturating_mul(saturating_mul(tm, tn), std::max<std::size_t>(k, 1)) /
-                                     fma_per_work_unit);
-    const std::size_t grain_items = std::max<std::size_t>(1, grain / item_units);
-    const bool parallel = session_access::may_fan_out(s) && items > grain_items;
-
-    // Eigen's pack buffers: one per arena thread when items run in parallel, from the workspace.
-    gemm_blocking blocking;
-    std::size_t slots = 0;
-    tensor<T> packs;
-    eigen_layout la, lb, lc;
-    if (path == product_path::gemm) {
-        la = layout_of(matrix_at<const T>(ab, 0), false);
-        lb = layout_of(matrix_at<const T>(bb, 0), false);
-        lc = layout_of(matrix_at<T>(cw, 0), true);
-        blocking = gemm_blocking_for<T>(static_cast<std::ptrdiff_t>(tm), static_cast<std::ptrdiff_t>(tn),
-                                        static_cast<std::ptrdiff_t>(k), lc.order);
-        slots = parallel ? static_cast<std::size_t>(session_access::core(s).arena_slots()) : 1;
-        packs = empty<T>(
-            s, shape::of_length((slots * blocking.bytes + sizeof(T) - 1) / sizeof(T)));
-    }
-    const kernel_isa isa = path == product_path::small ? host_kernel_isa() : kernel_isa::baseline;
-
-    parallel_range(s, items, grain_items, [&](std::size_t begin, std::size_t end) {
-        batch_cursor at(batch, sa, sb, sc);
-        if (path == product_path::small) {
-            at.seek(begin);
-            for (std::size_t i = begin; i < end;) {
-                const std::size_t len = std::min(at.run_left(), end - i);
-                run_small_batch<T>(isa, size,
-                                   {ab.data() + at.offset[0], at.inner_stride(0), bb.data() + at.offset[1],
-                                    at.inner_stride(1), cw.data() + at.offset[2], at.inner_stride(2),
-                                    len});
-                at.advance(len);
-                i += len;
-            }
-            return;
-        }
-        void* pack = nullptr;
-        if (path == product_path::gemm)
-            pack = reinterpret_cast<char*>(packs.data()) + (parallel ? pack_slot(slots) : 0) * blocking.bytes;
-        std::size_t current = begin / tiles;
-        at.seek(current);
-        for (std::size_t item = begin; item < end; ++item) {
-            if (item / tiles != current) {
-                at.advance(1);
-                current = item / tiles;
-            }
-            const matrix_ref<const T> am = matrix_at<const T>(ab, at.offset[0]);
-            const matrix_ref<const T> bm = matrix_at<const T>(bb, at.offset[1]);
-            const matrix_ref<T> cm = matrix_at<T>(cw, at.offset[2]);
-            if (path == product_path::naive) {
-                naive_product<T>(am, bm, cm, true, alpha, beta);
-                continue;
-            }
-            const std::size_t tile = item % tiles;
-            const auto i0 = static_cast<std::ptrdiff_t>(tile / tiles_n * tm);
-            const auto j0 = static_cast<std::ptrdiff_t>(tile % tiles_n * tn);
-            const std::ptrdiff_t rows = std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(tm), cm.rows - i0);
-            const std::ptrdiff_t cols = std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(tn), cm.cols - j0);
-            const matrix_ref<T> ct = cm.block(i0, j0, rows, cols);
-            scale_matrix(ct, beta);
-            gemm_accumulate<T>(am.block(i0, 0, rows, am.cols), la, bm.block(0, j0, bm.rows, cols), lb, ct,
-                               lc, alpha, blocking, pack);
-        }
-    });
-    if (c_temp.data() != nullptr) copy_strided<T>(c_temp.view(), c);
-}
 
 /// Tiny square products with any strides, inline: no plan, no workspace.
 template <int N, bool Accumulate, class T>
@@ -374,16 +85,6 @@ template <int N, bool Accumulate, class T>
             else
                 out = acc[i][j];
         }
-}
-
-template <int N, bool Accumulate, class T>
-[[gnu::always_inline]] inline void tiny_square_any(const matrix_ref<const T>& a, const matrix_ref<const T>& b,
-                                                   const matrix_ref<T>& c, T alpha, T beta) noexcept {
-    const bool dense = a.rs == N && a.cs == 1 && b.rs == N && b.cs == 1 && c.rs == N && c.cs == 1;
-    if (dense)  // compile-time strides: the product vectorises
-        tiny_square<N, Accumulate>(a.data, N, 1, b.data, N, 1, c.data, N, 1, alpha, beta);
-    else
-        tiny_square<N, Accumulate>(a.data, a.rs, a.cs, b.data, b.rs, b.cs, c.data, c.rs, c.cs, alpha, beta);
 }
 
 /// A rank-2 tensor or view as a matrix_ref; a tensor's strides are known without computing a view.
@@ -455,32 +156,6 @@ template <class T, class A, class B, class C>
     return true;
 }
 
-/// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products.
-template <class T>
-void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
-               const tensor_view<T>& c, bool accumulate, T alpha, T beta) {
-    const std::size_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
-    if (m == n && n == k && m >= 2 && m <= 4) {
-        ++session_access::counters(s).inline_dispatches;
-        const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
-        const matrix_ref<T> z = matrix_of(c);
-        const auto run = [&]<int N>() {
-            if (accumulate)
-                tiny_square_any<N, true>(x, y, z, alpha, beta);
-            else
-                tiny_square_any<N, false>(x, y, z, alpha, beta);
-        };
-        if (m == 2)
-            run.template operator()<2>();
-        else if (m == 3)
-            run.template operator()<3>();
-        else
-            run.template operator()<4>();
-        return;
-    }
-    run_products<T>(s, a, b, c, accumulate, alpha, beta);
-}
-
 /// Validates a 2-D product and returns the result shape [m, n].
 template <class T>
 shape check_matmul_2d(const char* op, const tensor_view<const T>& a, const tensor_view<const T>& b) {
@@ -519,19 +194,6 @@ void check_product_out(const char* op, const tensor_view<T>& out, const shape& e
     check_writable(op, out);
     check_disjoint(op, out, a, "a");
     check_disjoint(op, out, b, "b");
-}
-
-/// Views `v` as [rows, cols] without copying when its strides allow, else as a dense copy kept
-/// alive in `keep`.
-template <class T>
-tensor_view<const T> as_matrix(session& s, const tensor_view<const T>& v, std::size_t rows,
-                               std::size_t cols, tensor<T>& keep) {
-    const shape to{rows, cols};
-    stride_array st{};
-    if (reshape_strides(v.shape(), v.stride_values(), to, st))
-        return tensor_view<const T>(v.data(), to, std::span<const std::ptrdiff_t>(st.data(), 2));
-    keep = contiguous_copy<T>(s, v);
-    return tensor_view<const T>(keep.data(), to);
 }
 
 /// The contraction behind tensordot and dot, after the caller checked `out` (shape, overlap).
@@ -580,108 +242,43 @@ inline contraction plan_contraction(const shape& a, const shape& b, const axis_l
     return p;
 }
 
+// ---- engines: defined in the library (src/matmul_engine.hpp) and instantiated there for float,
+// double, complex<float> and complex<double>, so that a user's translation unit never compiles
+// Eigen's GEMM or the tiny-matrix kernels. Callers have checked every operand (shapes, out
+// writable and disjoint from the inputs) before calling. ---------------------------------------
+
+/// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products
+/// (accumulate: c = alpha * a @ b + beta * c).
 template <class T>
-tensor_view<const T> permuted(const tensor_view<const T>& v, const std::array<std::size_t, max_rank>& perm) {
-    return v.permute(std::span<const std::size_t>(perm.data(), v.rank()));
-}
+void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
+               const tensor_view<T>& c, bool accumulate, T alpha, T beta);
+
+/// c = a @ b for every matrix of the batch (accumulate: c = alpha * a @ b + beta * c): a is
+/// [..., m, k], b is [..., k, n] with batch axes that broadcast to c's, c is [batch..., m, n].
+/// Copies operands into workspace blocks only when the kernel cannot read their strides. One
+/// dispatch (inline or parallel).
+template <class T>
+void run_products(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
+                  const tensor_view<T>& c, bool accumulate, T alpha, T beta);
 
 /// out = tensordot(a, b) for a planned contraction; `out` has the result shape.
 template <class T>
 void run_contraction(session& s, const contraction& p, const tensor_view<const T>& a,
-                     const tensor_view<const T>& b, const tensor_view<T>& out) {
-    tensor<T> a_keep, b_keep, out_temp;
-    const tensor_view<const T> am = as_matrix<T>(s, permuted<T>(a, p.perm_a), p.m, p.k, a_keep);
-    const tensor_view<const T> bm = as_matrix<T>(s, permuted<T>(b, p.perm_b), p.k, p.n, b_keep);
-    const shape to{p.m, p.n};
-    stride_array st{};
-    if (reshape_strides(out.shape(), out.stride_values(), to, st)) {
-        const tensor_view<T> om(out.data(), to, std::span<const std::ptrdiff_t>(st.data(), 2));
-        matmul_2d<T>(s, am, bm, om, false, T{1}, T{0});
-        return;
-    }
-    out_temp = empty<T>(s, to);
-    matmul_2d<T>(s, am, bm, out_temp.view(), false, T{1}, T{0});
-    copy_strided<T>(tensor_view<const T>(out_temp.data(), out.shape()), out);
-}
+                     const tensor_view<const T>& b, const tensor_view<T>& out);
 
-/// A flat [n] view of `v`'s elements in row-major order: `v` itself when it has rank 1, a
-/// reshaped view when its strides allow, else a dense copy kept in `keep`.
-template <class T>
-tensor_view<const T> flattened(session& s, const tensor_view<const T>& v, tensor<T>& keep) {
-    if (v.rank() == 1) return v;
-    const shape to = shape::of_length(v.size());
-    stride_array st{};
-    if (reshape_strides(v.shape(), v.stride_values(), to, st))
-        return tensor_view<const T>(v.data(), to, std::span<const std::ptrdiff_t>(st.data(), 1));
-    keep = contiguous_copy<T>(s, v);
-    return tensor_view<const T>(keep.data(), to);
-}
-
-/// sum(f(a_i) * b_i) over two flat views of equal length, f = conj for vdot: blocks of at least a
-/// grain summed in a fixed order, so the result does not depend on the thread count.
+/// sum(f(a_i) * b_i) over two flat views of equal length, f = conj for vdot (real types are not
+/// conjugated), summed in fixed blocks so that the result does not depend on the thread count.
 template <bool Conjugate, class T>
-T flat_dot(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b) {
-    const std::size_t n = a.size();
-    const std::ptrdiff_t sa = a.stride(0), sb = b.stride(0);
-    const auto partial = [&](std::size_t begin, std::size_t end) {
-        // Four accumulators break the add chain; the order is fixed by the element index.
-        T acc[4] = {};
-        std::size_t i = begin;
-        for (; i + 4 <= end; i += 4)
-            for (std::size_t j = 0; j < 4; ++j) {
-                const auto at = static_cast<std::ptrdiff_t>(i + j);
-                T x = a.data()[at * sa];
-                if constexpr (Conjugate && is_complex_v<T>) x = std::conj(x);
-                acc[j] += x * b.data()[at * sb];
-            }
-        for (; i < end; ++i) {
-            const auto at = static_cast<std::ptrdiff_t>(i);
-            T x = a.data()[at * sa];
-            if constexpr (Conjugate && is_complex_v<T>) x = std::conj(x);
-            acc[0] += x * b.data()[at * sb];
-        }
-        return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    };
-    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
-    constexpr std::size_t max_blocks = 256;
-    const std::size_t blocks = std::clamp<std::size_t>(n / grain, 1, max_blocks);
-    if (blocks == 1) {
-        ++session_access::counters(s).inline_dispatches;
-        return partial(0, n);
-    }
-    std::array<T, max_blocks> sums{};
-    parallel_range(s, blocks, 1, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t blk = begin; blk < end; ++blk) sums[blk] = partial(blk * n / blocks, (blk + 1) * n / blocks);
-    });
-    T total{};
-    for (std::size_t blk = 0; blk < blocks; ++blk) total += sums[blk];
-    return total;
-}
+T flat_dot(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b);
 
-/// out[i, j] = a[i] * b[j] for flat views a [na], b [nb] and a checked out [na, nb].
+/// vdot: flat_dot<true> of both operands flattened in row-major order (equal element counts).
+template <class T>
+T run_vdot(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b);
+
+/// out[i, j] = a[i] * b[j] for a and b flattened in row-major order and a checked out
+/// [a.size(), b.size()].
 template <class T>
 void run_outer(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
-               const tensor_view<T>& out) {
-    const std::size_t na = a.size(), nb = b.size();
-    if (na == 0 || nb == 0) return;
-    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
-    const std::ptrdiff_t sa = a.stride(0), sb = b.stride(0), r0 = out.stride(0), r1 = out.stride(1);
-    parallel_range(s, na, std::max<std::size_t>(1, grain / nb), [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-            const T x = a.data()[static_cast<std::ptrdiff_t>(i) * sa];
-            T* row = out.data() + static_cast<std::ptrdiff_t>(i) * r0;
-            if (r1 == 1 && sb == 1) {
-                const T* __restrict src = b.data();
-                T* __restrict dst = row;
-                for (std::size_t j = 0; j < nb; ++j) dst[j] = x * src[j];
-            } else {
-                for (std::size_t j = 0; j < nb; ++j) {
-                    const auto at = static_cast<std::ptrdiff_t>(j);
-                    row[at * r1] = x * b.data()[at * sb];
-                }
-            }
-        }
-    });
-}
+               const tensor_view<T>& out);
 
 }  // namespace tessera::detail

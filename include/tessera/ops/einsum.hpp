@@ -5,7 +5,8 @@
 // A spec and the operands' shapes are parsed and planned once per backend: the plan (the pairwise
 // contraction order and how each step runs) is cached in the backend (bounded, least recently used
 // evicted) and in the session's workspace in front of it, so a warm call does no parsing, no path
-// search and no heap allocation. Includes Eigen (through ops/matmul.hpp).
+// search and no heap allocation. The executor is compiled in the library: this header includes
+// neither Eigen nor oneTBB.
 #pragma once
 
 #include <tessera/detail/einsum.hpp>

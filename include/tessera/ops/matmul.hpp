@@ -1,8 +1,8 @@
 // tessera/ops/matmul.hpp - matrix products: matmul (2-D, with an accumulate form), batched_matmul
 // (NumPy-broadcast batches, compile-time kernels for tiny sizes), tensordot, dot, vdot and outer.
-// This header includes Eigen (through detail/eigen_config.hpp, which compiles Eigen's OpenMP out);
-// besides it, only the Eigen bridge (eigen.hpp) does: ops/linalg.hpp does not, its op bodies are
-// compiled in the library. Start with matmul and batched_matmul.
+// This header includes neither Eigen nor oneTBB: the engines are compiled in the library for the
+// four element types, and only the 2x2-4x4 out-parameter matmul runs inline (plain loops). Start
+// with matmul and batched_matmul.
 //
 // Element types: float, double, complex<float>, complex<double>. Inputs are tensors or views with
 // any strides (transposed, sliced, broadcast); out-parameters must have the result's shape and
@@ -199,8 +199,7 @@ T vdot(session& s, const A& a, const B& b) {
     const auto av = as_view(a);
     const auto bv = as_view(b);
     if (av.size() != bv.size()) detail::throw_vdot_size("vdot", av.shape(), bv.shape());
-    tensor<T> a_keep, b_keep;
-    return detail::flat_dot<true, T>(s, detail::flattened<T>(s, av, a_keep), detail::flattened<T>(s, bv, b_keep));
+    return detail::run_vdot<T>(s, av, bv);
 }
 
 /// Returns the outer product of a and b, both flattened: out[i, j] = a[i] * b[j], of shape
@@ -212,8 +211,7 @@ tensor<T> outer(session& s, const A& a, const B& b) {
     const auto av = as_view(a);
     const auto bv = as_view(b);
     tensor<T> out = empty<T>(s, shape{av.size(), bv.size()});
-    tensor<T> a_keep, b_keep;
-    detail::run_outer<T>(s, detail::flattened<T>(s, av, a_keep), detail::flattened<T>(s, bv, b_keep), out.view());
+    detail::run_outer<T>(s, av, bv, out.view());
     return out;
 }
 
@@ -226,8 +224,7 @@ void outer(session& s, const A& a, const B& b, const std::type_identity_t<tensor
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("outer", out, shape{av.size(), bv.size()}, av, bv);
-    tensor<T> a_keep, b_keep;
-    detail::run_outer<T>(s, detail::flattened<T>(s, av, a_keep), detail::flattened<T>(s, bv, b_keep), out);
+    detail::run_outer<T>(s, av, bv, out);
 }
 
 }  // namespace tessera

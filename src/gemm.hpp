@@ -1,29 +1,17 @@
-// tessera/detail/gemm.hpp - single-threaded building blocks of tessera's matrix products: strided
-// matrix references, Eigen's sequential GEMM kernel called with pack buffers that tessera
-// provides (so a warm session never reaches the heap), and a plain loop for tiny products.
-// Part of ops/matmul.hpp; it includes Eigen (see eigen_config.hpp).
+// src/gemm.hpp - Eigen's sequential GEMM kernel as tessera's matrix products call it: how the
+// kernel can address a strided matrix, its cache blocking, and the call itself with pack buffers
+// that tessera provides (so a warm session never reaches the heap). Private to the library
+// (src/matmul_engine.hpp); includes Eigen.
 #pragma once
 
-#include <tessera/detail/eigen_config.hpp>
+// eigen.hpp configures Eigen, so it comes before anything that may include Eigen.
+#include <tessera/eigen.hpp>
+#include <tessera/detail/matmul.hpp>
 
 #include <algorithm>
 #include <cstddef>
 
 namespace tessera::detail {
-
-/// A strided matrix: element (i, j) is data[i*rs + j*cs]. Never owns.
-template <class T>
-struct matrix_ref {
-    T* data = nullptr;
-    std::ptrdiff_t rows = 0, cols = 0, rs = 0, cs = 0;
-
-    T& operator()(std::ptrdiff_t i, std::ptrdiff_t j) const noexcept { return data[i * rs + j * cs]; }
-    /// The rows x cols block whose top-left element is (i, j).
-    matrix_ref block(std::ptrdiff_t i, std::ptrdiff_t j, std::ptrdiff_t r, std::ptrdiff_t c) const noexcept {
-        return {data + i * rs + j * cs, r, c, rs, cs};
-    }
-    operator matrix_ref<const T>() const noexcept { return {data, rows, cols, rs, cs}; }
-};
 
 /// How Eigen's GEMM kernel can address a matrix.
 enum class storage : unsigned char { row_major, col_major, other };
@@ -140,76 +128,6 @@ void gemm_accumulate(const matrix_ref<const T>& a, eigen_layout la, const matrix
         gemm_impl::run<T, R, C>(rows, cols, k, lhs, ld_lhs, rhs, ld_rhs, c.data, lc.ld, alpha, blocking);
     else
         gemm_impl::run<T, R, R>(rows, cols, k, lhs, ld_lhs, rhs, ld_rhs, c.data, lc.ld, alpha, blocking);
-}
-
-/// c = beta * c, where beta == 0 writes zeros without reading c (BLAS convention: NaNs in c do
-/// not survive a zero beta).
-template <class T>
-void scale_matrix(const matrix_ref<T>& c, T beta) noexcept {
-    if (beta == T{1}) return;
-    for (std::ptrdiff_t i = 0; i < c.rows; ++i) {
-        T* row = c.data + i * c.rs;
-        if (beta == T{0}) {
-            for (std::ptrdiff_t j = 0; j < c.cols; ++j) row[j * c.cs] = T{};
-        } else {
-            for (std::ptrdiff_t j = 0; j < c.cols; ++j) row[j * c.cs] *= beta;
-        }
-    }
-}
-
-/// c = a @ b (accumulate: c = alpha * a @ b + beta * c) with plain loops over any strides: for
-/// products too small for packing to pay (Eigen itself switches below m + n + k = 20).
-template <class T>
-void naive_product(const matrix_ref<const T>& a, const matrix_ref<const T>& b, const matrix_ref<T>& c,
-                   bool accumulate, T alpha, T beta) noexcept {
-    const std::ptrdiff_t k = a.cols;
-    if (c.rows == 0 || c.cols == 0) return;  // an empty c may have null data: no row to address
-    if (!accumulate && b.cs == 1 && c.cs == 1) {
-        // Rows of b and c are contiguous: four columns of c at a time, each summed in its own
-        // register over p (ascending, as below), with unit-stride loads of b's rows.
-        for (std::ptrdiff_t i = 0; i < c.rows; ++i) {
-            T* row = c.data + i * c.rs;
-            std::ptrdiff_t j = 0;
-            for (; j + 4 <= c.cols; j += 4) {
-                T s0{}, s1{}, s2{}, s3{};
-                for (std::ptrdiff_t p = 0; p < k; ++p) {
-                    const T x = a(i, p);
-                    const T* from = b.data + p * b.rs + j;
-                    s0 += x * from[0];
-                    s1 += x * from[1];
-                    s2 += x * from[2];
-                    s3 += x * from[3];
-                }
-                row[j] = s0;
-                row[j + 1] = s1;
-                row[j + 2] = s2;
-                row[j + 3] = s3;
-            }
-            for (; j < c.cols; ++j) {
-                T sum{};
-                for (std::ptrdiff_t p = 0; p < k; ++p) sum += a(i, p) * b(p, j);
-                row[j] = sum;
-            }
-        }
-        return;
-    }
-    if (!accumulate && a.rs == 1 && c.rs == 1 && c.cols > 1) {
-        // Column-major a and c: the same loop on the transposes, c^T = b^T a^T.
-        naive_product<T>({b.data, b.cols, b.rows, b.cs, b.rs}, {a.data, a.cols, a.rows, a.cs, a.rs},
-                         {c.data, c.cols, c.rows, c.cs, c.rs}, false, alpha, beta);
-        return;
-    }
-    for (std::ptrdiff_t i = 0; i < c.rows; ++i) {
-        for (std::ptrdiff_t j = 0; j < c.cols; ++j) {
-            T sum{};
-            for (std::ptrdiff_t p = 0; p < k; ++p) sum += a(i, p) * b(p, j);
-            T& out = c(i, j);
-            if (!accumulate)
-                out = sum;
-            else
-                out = beta == T{0} ? alpha * sum : alpha * sum + beta * out;
-        }
-    }
 }
 
 }  // namespace tessera::detail
