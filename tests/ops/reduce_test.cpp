@@ -626,6 +626,38 @@ std::string message_of(Fn&& fn) {
     return "no exception";
 }
 
+// The out form takes the result's shape with or without the reduced axes kept: both hold the same
+// elements in the same order, and out's rank says which it is.
+TEST_P(ReduceTest, OutMayHaveEitherResultShape) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    be.run([](session& s) {
+        const auto a = random_tensor<float>(s, {3, 4, 5}, fresh_seed());
+        const auto want = tessera::sum(s, a, {1});
+        auto flat = tessera::full<float>(s, {3, 5}, -1.0f);
+        auto kept = tessera::full<float>(s, {3, 1, 5}, -1.0f);
+        tessera::sum(s, a, {1}, flat);
+        tessera::sum(s, a, {1}, kept);
+        EXPECT_EQ(tessera::sum(s, a, {1}, tessera::keepdims).shape(), shape({3, 1, 5}));
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(flat.values()[i], want.values()[i]) << i;
+            EXPECT_EQ(kept.values()[i], want.values()[i]) << i;
+        }
+        const auto want_idx = tessera::argmax(s, a, -1);
+        auto idx_flat = tessera::full<std::int64_t>(s, {3, 4}, -1);
+        auto idx_kept = tessera::full<std::int64_t>(s, {3, 4, 1}, -1);
+        tessera::argmax(s, a, -1, idx_flat.view());
+        tessera::argmax(s, a, -1, idx_kept.view());
+        for (std::size_t i = 0; i < want_idx.size(); ++i) {
+            EXPECT_EQ(idx_flat.values()[i], want_idx.values()[i]) << i;
+            EXPECT_EQ(idx_kept.values()[i], want_idx.values()[i]) << i;
+        }
+        // Reducing no axis: both shapes are the input's.
+        auto same = tessera::full<float>(s, {3, 4, 5}, -1.0f);
+        tessera::sum(s, a, std::vector<int>{}, same);
+        for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(same.values()[i], a.values()[i]) << i;
+    });
+}
+
 TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
     backend be{backend_options{}.with_threads(GetParam())};
     be.run([](session& s) {
@@ -645,9 +677,12 @@ TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
                   }),
                   "max: 9 axes given for a view of rank 3");
         EXPECT_EQ(message_of([&] { tessera::norm(s, a, {0}, o); }),
-                  "norm: out has shape [3,5] but the result has shape [4,5]");
-        EXPECT_EQ(message_of([&] { tessera::min(s, a, {1}, o); }),
-                  "min: out has shape [3,5] but the result has shape [3,1,5]");
+                  "norm: out has shape [3,5] but the result has shape [4,5] (or [1,4,5] with the "
+                  "reduced axes kept)");
+        auto out3 = tessera::full<float>(s, {3, 1, 4}, -1.0f);
+        EXPECT_EQ(message_of([&] { tessera::min(s, a, {1}, out3); }),
+                  "min: out has shape [3,1,4] but the result has shape [3,5] (or [3,1,5] with the "
+                  "reduced axes kept)");
         EXPECT_EQ(message_of([&] { tessera::sum(s, a, {5}); }),
                   "sum: axis 5 is out of range for rank 3");
         EXPECT_EQ(message_of([&] { tessera::argmax(s, a, 3); }),
@@ -655,10 +690,12 @@ TEST_P(ReduceTest, BadAxesAndOutsThrowBeforeWritingAndNameTheOp) {
         EXPECT_EQ(message_of([&] { (void)tessera::argmin_all(s, tessera::empty<double>(s, {0})); }),
                   "argmin_all: cannot reduce zero elements (shape [0] over axes [0]); argmin_all "
                   "has no identity");
-        auto idx = tessera::full<std::int64_t>(s, {3, 5}, -1);
+        auto idx = tessera::full<std::int64_t>(s, {3, 1, 4}, -1);
         EXPECT_EQ(message_of([&] { tessera::argmin(s, a, -2, idx.view()); }),
-                  "argmin: out has shape [3,5] but the result has shape [3,1,5]");
+                  "argmin: out has shape [3,1,4] but the result has shape [3,5] (or [3,1,5] with "
+                  "the reduced axes kept)");
         for (float v : out.values()) EXPECT_EQ(v, -1.0f);
+        for (float v : out3.values()) EXPECT_EQ(v, -1.0f);
         for (std::int64_t v : idx.values()) EXPECT_EQ(v, -1);
 
         // An out that repeats elements cannot be written.

@@ -460,8 +460,9 @@ void reduce_into(session& s, const char* op, const tensor_view<const T>& in, con
     session_access::check_thread(s);
     const std::uint32_t mask = reduction_mask(op, axes, in.rank());
     const bool keep_dims = mask != 0 && out.rank() == in.rank();
-    if (const shape expected = reduced_shape(in.shape(), mask, keep_dims); !(out.shape() == expected))
-        throw_reduction_out_shape(op, out.shape(), expected, reduced_shape(in.shape(), mask, true));
+    if (!(out.shape() == reduced_shape(in.shape(), mask, keep_dims)))
+        throw_reduction_out_shape(op, out.shape(), reduced_shape(in.shape(), mask, false),
+                                  reduced_shape(in.shape(), mask, true));
     check_writable(op, out);
     check_overlap(op, out, in, 0);
     if constexpr (P::needs_elements) check_nonempty(op, in.shape(), mask);
