@@ -4,6 +4,7 @@
 
 #include <tessera/detail/einsum.hpp>
 #include <tessera/error.hpp>
+#include <tessera/print.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,8 +25,6 @@ using label_mask = std::uint64_t;
 constexpr int ellipsis_mark = -1;
 /// Operand counts up to this get an exhaustive search for the cheapest order; beyond, a greedy one.
 constexpr std::size_t optimal_path_limit = 5;
-
-std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
 
 char label_char(int label) {
     return static_cast<char>(label < 26 ? 'a' + label : 'A' + (label - 26));
@@ -161,11 +160,11 @@ private:
             const term& t = spec.inputs[i];
             const shape& sh = *key_.shapes[i];
             if (!t.ellipsis && sh.rank() != t.letters())
-                shape_fail(fmt::format("operand {} has shape {} but its subscripts \"{}\" name {} ax{}", i, text(sh),
+                shape_fail(fmt::format("operand {} has shape {} but its subscripts \"{}\" name {} ax{}", i, to_string(sh),
                                        t.spelled(), t.letters(), t.letters() == 1 ? "is" : "es"));
             if (t.ellipsis && sh.rank() < t.letters())
                 shape_fail(fmt::format("operand {} has shape {} but its subscripts \"{}\" name at least {} axes", i,
-                                       text(sh), t.spelled(), t.letters()));
+                                       to_string(sh), t.spelled(), t.letters()));
             spans[i] = t.ellipsis ? sh.rank() - t.letters() : 0;
             broadcast_rank_ = std::max(broadcast_rank_, spans[i]);
         }
@@ -198,10 +197,10 @@ private:
                     const auto o = static_cast<std::size_t>(owner[l]);
                     if (broadcast_axis)
                         shape_fail(fmt::format("the '...' axes of operand {} {} and operand {} {} do not broadcast", o,
-                                               text(*key_.shapes[o]), i, text(sh)));
+                                               to_string(*key_.shapes[o]), i, to_string(sh)));
                     shape_fail(fmt::format("{} has extent {} in operand {} {} (axis {}) but {} in operand {} {} (axis {})",
-                                           label_name(axes[a]), extent_[l], o, text(*key_.shapes[o]), owner_axis[l], e, i,
-                                           text(sh), a));
+                                           label_name(axes[a]), extent_[l], o, to_string(*key_.shapes[o]), owner_axis[l], e, i,
+                                           to_string(sh), a));
                 }
             }
             input_axes_.push_back(std::move(axes));
@@ -666,8 +665,8 @@ std::shared_ptr<const einsum_program> plan_cache::insert(std::shared_ptr<const e
 }
 
 void throw_einsum_out_shape(std::string_view spec, const shape& expected, const shape& got) {
-    throw shape_error(fmt::format("einsum \"{}\": out has shape {} but the result has shape {}", spec, text(got),
-                                  text(expected)));
+    throw shape_error(fmt::format("einsum \"{}\": out has shape {} but the result has shape {}", spec, to_string(got),
+                                  to_string(expected)));
 }
 
 void throw_einsum_alias(std::string_view spec, std::size_t operand) {
@@ -690,7 +689,7 @@ void throw_einsum_operand_list(std::string_view spec, std::size_t given, std::si
 
 void throw_einsum_plan_shape(std::string_view spec, std::size_t operand, const shape& expected, const shape& got) {
     throw shape_error(fmt::format("einsum \"{}\": operand {} has shape {} but the plan was prepared for {}", spec,
-                                  operand, text(got), text(expected)));
+                                  operand, to_string(got), to_string(expected)));
 }
 
 }  // namespace tessera::detail

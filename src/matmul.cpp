@@ -5,6 +5,7 @@
 
 #include <tessera/detail/small_matmul.hpp>
 #include <tessera/error.hpp>
+#include <tessera/print.hpp>
 #include <tessera/shape.hpp>
 
 #include <fmt/format.h>
@@ -15,8 +16,6 @@
 
 namespace tessera::detail {
 namespace {
-
-std::string text(const shape& s) { return fmt::format("[{}]", fmt::join(s.dims(), ",")); }
 
 kernel_isa detect_kernel_isa() noexcept {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -41,16 +40,16 @@ const char* matmul_kernel_isa() noexcept { return kernel_isa_name(host_kernel_is
 
 void throw_matmul_rank(const char* op, const char* operand, const shape& s, std::size_t rank, bool exact) {
     throw shape_error(fmt::format("{}: {} must have rank {}{} but has shape {}", op, operand,
-                                  exact ? "" : ">= ", rank, text(s)));
+                                  exact ? "" : ">= ", rank, to_string(s)));
 }
 
 void throw_matmul_inner(const char* op, const shape& a, const shape& b) {
-    throw shape_error(fmt::format("{}: the inner dimensions of a {} and b {} differ", op, text(a), text(b)));
+    throw shape_error(fmt::format("{}: the inner dimensions of a {} and b {} differ", op, to_string(a), to_string(b)));
 }
 
 void throw_matmul_batch(const char* op, const shape& a, const shape& b) {
     throw shape_error(
-        fmt::format("{}: the batch dimensions of a {} and b {} do not broadcast", op, text(a), text(b)));
+        fmt::format("{}: the batch dimensions of a {} and b {} do not broadcast", op, to_string(a), to_string(b)));
 }
 
 void throw_matmul_alias(const char* op, const char* operand) {
@@ -66,7 +65,7 @@ void throw_tensordot_axis_count(std::size_t given_a, std::size_t given_b) {
 
 void throw_tensordot_extent(std::size_t axis_a, std::size_t axis_b, const shape& a, const shape& b) {
     throw shape_error(fmt::format("tensordot: axis {} of a {} and axis {} of b {} differ in extent",
-                                  axis_a, text(a), axis_b, text(b)));
+                                  axis_a, to_string(a), axis_b, to_string(b)));
 }
 
 void throw_result_rank(const char* op, std::size_t rank) {
@@ -75,8 +74,8 @@ void throw_result_rank(const char* op, std::size_t rank) {
 }
 
 void throw_vdot_size(const char* op, const shape& a, const shape& b) {
-    throw shape_error(fmt::format("{}: a {} has {} elements but b {} has {}", op, text(a), a.count(),
-                                  text(b), b.count()));
+    throw shape_error(fmt::format("{}: a {} has {} elements but b {} has {}", op, to_string(a), a.count(),
+                                  to_string(b), b.count()));
 }
 
 }  // namespace tessera::detail
