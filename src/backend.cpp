@@ -360,9 +360,9 @@ std::size_t backend_core::trim() noexcept {
 backend::backend() : backend(backend_options{}) {}
 
 backend::backend(const backend_options& options)
-    : core_(std::make_unique<detail::backend_core>(detail::resolve(options))) {}
+    : core_(new detail::backend_core(detail::resolve(options))) {}
 
-backend::~backend() = default;
+backend::~backend() { delete core_; }
 
 stats backend::stats() const { return core_->snapshot(); }
 

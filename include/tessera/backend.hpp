@@ -8,8 +8,6 @@
 #include <tessera/stats.hpp>
 
 #include <cstddef>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -125,7 +123,7 @@ public:
 
         if (session* open = ts.innermost; open != nullptr && session_access::belongs_to(*open, core)) {
             ++session_access::counters(*open).nested_reuses;
-            return std::invoke(fn, *open);
+            return session_access::call(fn, *open);
         }
         if (!core.has_arena()) return session_access::open(core, entry_kind::inline_thread, fn);
         // Inside the work of another backend (its session or its parallel chunk) this thread
@@ -139,11 +137,11 @@ public:
         // compiled runtime's: the result travels back through `out`.
         const entry_kind kind = ts.chunk_of == &core ? entry_kind::child : entry_kind::arena;
         if constexpr (std::is_void_v<result>) {
-            detail::run_in_arena(core, kind, [&fn](session& s) { std::invoke(fn, s); });
+            detail::run_in_arena(core, kind, [&fn](session& s) { session_access::call(fn, s); });
         } else {
             std::optional<result> out;
             detail::run_in_arena(core, kind,
-                                 [&fn, &out](session& s) { out.emplace(std::invoke(fn, s)); });
+                                 [&fn, &out](session& s) { out.emplace(session_access::call(fn, s)); });
             return std::move(*out);
         }
     }
@@ -165,7 +163,7 @@ public:
     backend_options options() const noexcept;
 
 private:
-    std::unique_ptr<detail::backend_core> core_;
+    detail::backend_core* core_;  // owned; a raw pointer keeps <memory> out of this header
 };
 
 }  // namespace tessera

@@ -119,8 +119,14 @@ struct session_access {
     template <class Fn>
     static std::invoke_result_t<Fn&, session&> open(backend_core& core, entry_kind kind, Fn& fn) {
         session s(core, this_thread, kind);
-        // What std::invoke(fn, s) does, without <functional>: a pointer to a member of session
-        // (`be.run(&tessera::session::threads)`) is applied to s, anything else is called.
+        return call(fn, s);
+    }
+
+    /// Calls `fn` with `s` as std::invoke(fn, s) would, without <functional>: a pointer to a
+    /// member of session (`be.run(&tessera::session::threads)`) is applied to s, anything else
+    /// is called.
+    template <class Fn>
+    static std::invoke_result_t<Fn&, session&> call(Fn& fn, session& s) {
         if constexpr (std::is_member_function_pointer_v<Fn>)
             return (s.*fn)();
         else if constexpr (std::is_member_object_pointer_v<Fn>)

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <ranges>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 namespace tessera {
 
@@ -75,8 +75,10 @@ private:
 /// A sized range whose elements are of an index_integer type (std::vector<int>,
 /// std::array<std::size_t, N>, std::span<const long>, ...).
 template <class R>
-concept integer_range = std::ranges::sized_range<const R&> &&
-                        index_integer<std::ranges::range_value_t<const R&>>;
+concept integer_range = requires(const R& r) {
+    { std::size(r) } -> std::convertible_to<std::size_t>;
+    std::end(r);
+} && index_integer<std::remove_cvref_t<decltype(*std::begin(std::declval<const R&>()))>>;
 
 /// Extents of a dense tensor, rank 0 (a scalar) to max_rank, with the element count precomputed.
 /// Never allocates.
@@ -100,7 +102,7 @@ public:
     /// std::span<const std::size_t>, ...); throws shape_error as above.
     template <integer_range R>
     explicit shape(const R& dims) {
-        const std::size_t rank = std::ranges::size(dims);
+        const std::size_t rank = std::size(dims);
         if (rank > max_rank) detail::throw_rank_too_large(rank);
         std::size_t i = 0;
         for (const auto d : dims) {
@@ -210,7 +212,7 @@ public:
     }
     /// Holds a copy of the axes of a sized range of integers.
     template <integer_range R>
-    constexpr axis_list(const R& axes) noexcept : given_(std::ranges::size(axes)) {
+    constexpr axis_list(const R& axes) noexcept : given_(std::size(axes)) {
         std::size_t i = 0;
         for (const auto a : axes)
             if (i < max_rank) axes_[i++] = any_integer(a);
