@@ -486,3 +486,38 @@ tensor<typename P::result> reduce_new(session& s, const char* op, const tensor_v
 }
 
 }  // namespace tessera::detail::reductions
+
+// Every reduction of every element type it accepts is compiled into the library
+// (src/reduce_*.cpp): the declarations below stop a user's file from instantiating the engine
+// above, which would cost it most of a second of compile time per reduction it calls. The
+// entry points are not inline functions, so nothing is instantiated for inlining either.
+#define TESSERA_REDUCTION(EXTERN, POLICY, T)                                                      \
+    EXTERN template void reduce_into<POLICY<T>, T>(                                               \
+        session&, const char*, const tensor_view<const T>&, const axis_list&,                     \
+        const tensor_view<typename POLICY<T>::result>&);                                          \
+    EXTERN template tensor<typename POLICY<T>::result> reduce_new<POLICY<T>, T>(                  \
+        session&, const char*, const tensor_view<const T>&, const axis_list&, bool);
+/// The reductions of a numeric type: sum, prod, mean and norm.
+#define TESSERA_NUMERIC_REDUCTIONS(EXTERN, T)                                                     \
+    TESSERA_REDUCTION(EXTERN, sum_policy, T)                                                      \
+    TESSERA_REDUCTION(EXTERN, prod_policy, T)                                                     \
+    TESSERA_REDUCTION(EXTERN, mean_policy, T)                                                     \
+    TESSERA_REDUCTION(EXTERN, norm_policy, T)
+/// The reductions of a real numeric type: those of a numeric type and max, min, argmax, argmin.
+#define TESSERA_REAL_REDUCTIONS(EXTERN, T)                                                        \
+    TESSERA_NUMERIC_REDUCTIONS(EXTERN, T)                                                         \
+    TESSERA_REDUCTION(EXTERN, max_policy, T)                                                      \
+    TESSERA_REDUCTION(EXTERN, min_policy, T)                                                      \
+    TESSERA_REDUCTION(EXTERN, argmax_policy, T)                                                   \
+    TESSERA_REDUCTION(EXTERN, argmin_policy, T)
+
+namespace tessera::detail::reductions {
+
+TESSERA_REAL_REDUCTIONS(extern, float)
+TESSERA_REAL_REDUCTIONS(extern, double)
+TESSERA_REAL_REDUCTIONS(extern, std::int32_t)
+TESSERA_REAL_REDUCTIONS(extern, std::int64_t)
+TESSERA_NUMERIC_REDUCTIONS(extern, std::complex<float>)
+TESSERA_NUMERIC_REDUCTIONS(extern, std::complex<double>)
+
+}  // namespace tessera::detail::reductions

@@ -1,0 +1,12 @@
+// The reductions of complex<float> and complex<double> (the engine in
+// tessera/detail/reduce_runner.hpp), compiled here once instead of in every file that calls them.
+#include <tessera/detail/reduce_runner.hpp>
+
+#include <complex>
+
+namespace tessera::detail::reductions {
+
+TESSERA_NUMERIC_REDUCTIONS(, std::complex<float>)
+TESSERA_NUMERIC_REDUCTIONS(, std::complex<double>)
+
+}  // namespace tessera::detail::reductions

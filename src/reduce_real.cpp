@@ -1,0 +1,10 @@
+// The reductions of float and double (the engine in tessera/detail/reduce_runner.hpp), compiled
+// here once instead of in every file that calls them.
+#include <tessera/detail/reduce_runner.hpp>
+
+namespace tessera::detail::reductions {
+
+TESSERA_REAL_REDUCTIONS(, float)
+TESSERA_REAL_REDUCTIONS(, double)
+
+}  // namespace tessera::detail::reductions
