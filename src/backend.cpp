@@ -148,8 +148,8 @@ private:
 
 bool is_leased(const workspace& w) noexcept { return w.leased.load(atomic_order::acquire); }
 
-void add_published(stats& to, const workspace& w) noexcept {
-    w.published.add_to(to);
+void add_counters(stats& to, const workspace& w) noexcept {
+    w.counters.add_to(to);
     to.open_sessions += is_leased(w) ? 1 : 0;
 }
 
@@ -254,7 +254,8 @@ workspace& backend_core::lease_slow(thread_state& ts) {
     return w;
 }
 
-block_header* backend_core::refill(unsigned size_class, workspace& w, session_counters& c) {
+block_header* backend_core::refill(unsigned size_class, workspace& w) {
+    session_counters& c = w.counters;
     {
         std::lock_guard lock(cold_->mutex);
         if (block_header* b = cold_->shared.pop(size_class)) {
@@ -265,7 +266,7 @@ block_header* backend_core::refill(unsigned size_class, workspace& w, session_co
     ++c.pool_misses;
     const std::size_t bytes = std::size_t{1} << size_class;
     if (!reserve(bytes)) {
-        make_room(bytes, w, c);
+        make_room(bytes, w);
         if (!reserve(bytes)) {
             // Trimming could not make room: serve it from the heap, unpooled, so it goes
             // straight back when freed.
@@ -291,7 +292,7 @@ bool backend_core::reserve(std::size_t bytes) noexcept {
     return true;
 }
 
-void backend_core::make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept {
+void backend_core::make_room(std::size_t bytes, workspace& w) noexcept {
     const std::size_t cap = settings_.retained_bytes_cap;
     if (bytes > cap) return;  // no amount of trimming makes it fit
     std::atomic<std::size_t>& pooled_bytes = cold_->pooled_bytes;
@@ -304,7 +305,8 @@ void backend_core::make_room(std::size_t bytes, workspace& w, session_counters& 
     auto trim_from = [&](free_lists& lists) {
         const std::size_t wanted = excess();
         if (wanted == 0) return;
-        pooled_bytes.fetch_sub(free_largest(lists, wanted, c.pool_trims), std::memory_order_relaxed);
+        pooled_bytes.fetch_sub(free_largest(lists, wanted, w.counters.pool_trims),
+                               std::memory_order_relaxed);
     };
     // The session's own idle blocks first (no lock: its thread holds them), then the shared pool,
     // then workspaces no session holds (leased for the moment, as trim() does).
@@ -316,7 +318,7 @@ void backend_core::make_room(std::size_t bytes, workspace& w, session_counters& 
     auto trim_if_idle = [&](workspace& other) {
         if (excess() == 0 || other.leased.exchange(true, atomic_order::acquire)) return;
         trim_from(other.lists);
-        other.published.bytes_retained.store(other.lists.retained_bytes, atomic_order::relaxed);
+        other.counters.bytes_retained.store(other.lists.retained_bytes, atomic_order::relaxed);
         other.leased.store(false, atomic_order::release);
     };
     for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);
@@ -331,9 +333,9 @@ void backend_core::take_back(block_header* b) noexcept {
 
 stats backend_core::snapshot() const {
     stats s;
-    for (std::size_t i = 0; i < table_size; ++i) add_published(s, table_[i]);
+    for (std::size_t i = 0; i < table_size; ++i) add_counters(s, table_[i]);
     std::lock_guard lock(cold_->mutex);
-    for (const auto& o : cold_->overflow) add_published(s, o->ws);
+    for (const auto& o : cold_->overflow) add_counters(s, o->ws);
     s.bytes_retained += cold_->shared.retained_bytes;
     s.plan_cache_evictions = cold_->plans.evictions();
     return s;
@@ -344,7 +346,7 @@ std::size_t backend_core::trim() noexcept {
     auto trim_if_idle = [&](workspace& w) {
         if (w.leased.exchange(true, atomic_order::acquire)) return;  // in use: skip
         freed += free_all(w.lists);
-        w.published.bytes_retained.store(0, atomic_order::relaxed);
+        w.counters.bytes_retained.store(0, atomic_order::relaxed);
         w.leased.store(false, atomic_order::release);
     };
     for (std::size_t i = 0; i < table_size; ++i) trim_if_idle(table_[i]);

@@ -1,6 +1,7 @@
 // Heap blocks, the backend registry and the slow release path of the buffer pool.
 #include "registry.hpp"
 
+#include <tessera/detail/counters.hpp>
 #include <tessera/detail/pool.hpp>
 
 #include <algorithm>
@@ -71,7 +72,7 @@ std::size_t free_all(free_lists& lists) noexcept {
     return freed;
 }
 
-std::size_t free_largest(free_lists& lists, std::size_t wanted, std::uint64_t& blocks) noexcept {
+std::size_t free_largest(free_lists& lists, std::size_t wanted, counter& blocks) noexcept {
     std::size_t freed = 0;
     for (unsigned c = max_size_class + 1; c-- > min_size_class && freed < wanted;) {
         while (freed < wanted) {

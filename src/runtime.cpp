@@ -19,22 +19,19 @@
 
 namespace tessera::detail {
 
-void run_in_arena(backend_core& core, entry_kind kind, function_ref<void(session&)> body) {
-    const auto isolated = [&] {
-        tbb::this_task_arena::isolate([&] { session_access::open(core, kind, body); });
-    };
-    if (kind == entry_kind::child) return isolated();
+void run_in_arena(backend_core& core, function_ref<void(session&)> body) {
     // With every slot taken, oneTBB may run the entry on an arena thread: the fork/join edges for
     // ThreadSanitizer. They are the entry's first member, so that thread names them from the
     // entry's address without reading anything first.
     struct arena_entry {
         fork_join edges;
-        const decltype(isolated)& run;
+        backend_core& core;
+        function_ref<void(session&)> body;
         void operator()() {
             fork_join::piece in_arena(edges);
-            run();
+            session_access::open(core, entry_kind::arena, body);
         }
-    } entry{{}, isolated};
+    } entry{{}, core, body};
     entry.edges.fork();
     core.arena().arena.execute(entry);
 }
@@ -48,7 +45,10 @@ void fan_out(const backend_core& core, std::size_t n, std::size_t grain,
         body(r.begin(), r.end());
     };
     edges.fork();
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk);
+    // Isolated: while this thread waits for the chunks it runs only tasks of this fan-out (and
+    // of what they start), never another session's or op's work.
+    tbb::this_task_arena::isolate(
+        [&] { tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), chunk); });
 }
 
 namespace {
@@ -110,7 +110,8 @@ void tree_reduce(const backend_core& core, std::size_t n, std::size_t grain, voi
     // One context for the whole tree (parallel_invoke would otherwise make one per node).
     tbb::task_group_context context;
     const reduction_tree tree{core, grain < 1 ? 1 : grain, range, join, context};
-    tree.run(result, 0, n);
+    // Isolated as fan_out is: a thread waiting at a node runs only tasks of this tree.
+    tbb::this_task_arena::isolate([&] { tree.run(result, 0, n); });
 }
 
 int arena_thread_index() noexcept { return tbb::this_task_arena::current_thread_index(); }

@@ -102,12 +102,13 @@ public:
     ///   also inside a parallel chunk that runs on the session's own thread (a nested reuse).
     /// - On a one-thread backend it opens the session inline: no arena, no oneTBB call.
     /// - Inside a parallel chunk of this backend on another (worker) thread it opens a child
-    ///   session with its own workspace.
+    ///   session with its own workspace, inline (the thread is already in the arena).
     /// - Inside a session or a parallel chunk of another backend it opens a session inline on
     ///   the calling thread, without entering the arena: its ops run serially on that thread
     ///   (session::threads() is 1). Entering would hold that backend's slot while waiting for
     ///   one of this arena's, and two backends calling into each other could deadlock.
-    /// - Otherwise it enters the arena once (isolated) and opens a session.
+    /// - Otherwise it enters the arena once and opens a session. (Each op's parallel work is
+    ///   isolated: while the session's thread waits for it, it runs no other session's tasks.)
     /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
     /// may run it on an arena thread while the caller waits. Results are returned by value.
     template <class Fn>
@@ -133,14 +134,16 @@ public:
         if ((ts.innermost != nullptr || ts.chunk_of != nullptr) && ts.chunk_of != &core)
             return session_access::open(core, entry_kind::nested_serial, fn);
 
-        // The arena entry (or, inside one of this backend's chunks, the child session) is the
-        // compiled runtime's: the result travels back through `out`.
-        const entry_kind kind = ts.chunk_of == &core ? entry_kind::child : entry_kind::arena;
+        // Inside one of this backend's parallel chunks on a worker: a child session with its own
+        // workspace, on this thread, already in the arena.
+        if (ts.chunk_of == &core) return session_access::open(core, entry_kind::child, fn);
+
+        // The arena entry is the compiled runtime's: the result travels back through `out`.
         if constexpr (std::is_void_v<result>) {
-            detail::run_in_arena(core, kind, [&fn](session& s) { session_access::call(fn, s); });
+            detail::run_in_arena(core, [&fn](session& s) { session_access::call(fn, s); });
         } else {
             std::optional<result> out;
-            detail::run_in_arena(core, kind,
+            detail::run_in_arena(core,
                                  [&fn, &out](session& s) { out.emplace(session_access::call(fn, s)); });
             return std::move(*out);
         }

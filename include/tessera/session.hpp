@@ -51,12 +51,13 @@ private:
           saved_chunk_of_(ts.chunk_of),
           owner_(&ts),
           serial_(kind == detail::entry_kind::nested_serial || !core.has_arena()) {
-        counters_.sessions = 1;
+        detail::session_counters& c = ws_->counters;
+        ++c.sessions;
         switch (kind) {
-            case detail::entry_kind::arena: counters_.arena_entries = 1; break;
+            case detail::entry_kind::arena: ++c.arena_entries; break;
             case detail::entry_kind::inline_thread:
-            case detail::entry_kind::nested_serial: counters_.inline_entries = 1; break;
-            case detail::entry_kind::child: counters_.child_sessions = 1; break;
+            case detail::entry_kind::nested_serial: ++c.inline_entries; break;
+            case detail::entry_kind::child: ++c.child_sessions; break;
         }
         ts.innermost = this;
         // A session is a fresh context: a chunk marker from an enclosing parallel op must not leak
@@ -69,7 +70,7 @@ private:
     ~session() {
         owner_->innermost = prev_;
         owner_->chunk_of = saved_chunk_of_;
-        core_->give_back(*ws_, counters_);
+        core_->give_back(*ws_);
     }
 
     detail::backend_core* core_;
@@ -78,7 +79,6 @@ private:
     const detail::backend_core* saved_chunk_of_;
     detail::thread_state* owner_;
     bool serial_;  // ops run inline on the owner thread: no arena, or not this session's to use
-    detail::session_counters counters_;
 };
 
 namespace detail {
@@ -89,7 +89,7 @@ struct session_access {
     /// True when this session's ops may fan out on the backend's arena: false for a serial
     /// session (a one-thread backend's, or one opened inside another backend's work).
     static bool may_fan_out(const session& s) noexcept { return !s.serial_; }
-    static session_counters& counters(session& s) noexcept { return s.counters_; }
+    static session_counters& counters(session& s) noexcept { return s.ws_->counters; }
     static workspace& workspace_of(session& s) noexcept { return *s.ws_; }
     static bool belongs_to(const session& s, const backend_core& core) noexcept {
         return s.core_ == &core;
@@ -109,10 +109,10 @@ struct session_access {
         if (size_class == size_class_count) [[unlikely]]
             throw_block_too_large(bytes);
         if (block_header* b = s.ws_->lists.pop(size_class)) {
-            ++s.counters_.pool_hits;
+            ++s.ws_->counters.pool_hits;
             return b->payload();
         }
-        return s.core_->refill(size_class, *s.ws_, s.counters_)->payload();
+        return s.core_->refill(size_class, *s.ws_)->payload();
     }
 
     /// Opens a session of `kind` on the calling thread and calls `fn` in it.

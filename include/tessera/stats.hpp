@@ -7,13 +7,13 @@
 #include <cstdint>
 
 // The one list of tessera's counters, each with what it counts. It generates the fields of
-// tessera::stats, operator-, the plain counters a session keeps, their published copy in a
-// workspace and its merge (detail/counters.hpp), and to_string(const stats&) (print.hpp). Adding a
-// counter here adds it everywhere.
+// tessera::stats, operator-, the counters of a workspace that its sessions count into and their
+// reading (detail/counters.hpp), and to_string(const stats&) (print.hpp). Adding a counter here
+// adds it everywhere.
 //
-// Counted by sessions, on their hot path, and merged into the backend when a session closes:
+// Counted by sessions, on their hot path, into the workspace they hold:
 #define TESSERA_SESSION_COUNTERS(X)                                                               \
-    X(sessions, "sessions closed (top-level and child)")                                         \
+    X(sessions, "sessions opened (top-level and child)")                                         \
     X(arena_entries, "top-level sessions that entered the task_arena")                           \
     X(inline_entries, "sessions opened without the arena: a one-thread backend's, and serial "   \
                       "ones inside another backend's work")                                       \
@@ -43,8 +43,9 @@ namespace tessera {
 /// a std::uint64_t named, with what it counts, in TESSERA_SESSION_COUNTERS,
 /// TESSERA_BACKEND_COUNTERS and TESSERA_GAUGES above (and in docs/api.md).
 ///
-/// A session keeps its counters in plain integers and merges them into the backend once, when it
-/// closes, so a snapshot taken while sessions run reflects the sessions that have closed.
+/// Sessions count into the workspace they hold as things happen (relaxed atomic stores, by the one
+/// thread holding it), so a snapshot taken while sessions run includes what the open sessions have
+/// counted so far; `bytes_retained` of a held workspace is as of its last close or trim.
 ///
 /// `run` called inside a parallel chunk reuses the session when the chunk runs on the session's
 /// own thread and opens a child session when it runs on a worker, so how such calls divide between

@@ -1,5 +1,5 @@
 // tessera/detail/atomic.hpp - atomic_cell, the few atomic operations that the inline session paths
-// need (the workspace's lease flag, its published counters), without <atomic>. With libstdc++ 12
+// need (the workspace's lease flag, its counters), without <atomic>. With libstdc++ 12
 // in C++20, <atomic> alone costs a translation unit about 0.4 s of compile time (it brings in the
 // atomic wait machinery, <bits/chrono.h> among it), more than all of session.hpp's other includes
 // together. GCC and Clang provide the __atomic builtins that their std::atomic is itself built

@@ -30,13 +30,13 @@ struct backend_settings {
 struct plan_slots;
 class plan_cache;
 
-/// What a session borrows: free lists it may use without locks, the counters it publishes to and
+/// What a session borrows: free lists it may use without locks, the counters it counts into and
 /// its einsum plan slots (detail/plan_cache.hpp). Leased by one thread at a time; the `leased`
 /// flag's acquire/release hands it over.
 struct alignas(64) workspace {
     atomic_cell<bool> leased;
     free_lists lists;
-    published_counters published;
+    session_counters counters;
     plan_slots* plans = nullptr;  // set when the backend makes the workspace; never null after
 };
 
@@ -74,9 +74,9 @@ public:
         return lease_slow(ts);
     }
 
-    /// Publishes a closing session's counters and hands its workspace back.
-    void give_back(workspace& w, const session_counters& c) noexcept {
-        w.published.merge(c, w.lists.retained_bytes);
+    /// Records a closing session's retained bytes and hands its workspace back.
+    void give_back(workspace& w) noexcept {
+        w.counters.bytes_retained.store(w.lists.retained_bytes, atomic_order::relaxed);
         w.leased.store(false, atomic_order::release);
     }
 
@@ -84,7 +84,7 @@ public:
     /// shared pool, else the heap. A heap block that would take the pool past retained_bytes_cap
     /// first trims idle blocks (w's own, then the shared pool's, then idle workspaces'); only when
     /// that cannot make room is the block served unpooled.
-    block_header* refill(unsigned size_class, workspace& w, session_counters& c);
+    block_header* refill(unsigned size_class, workspace& w);
 
     /// Takes a block freed outside any session of this backend (caller holds the registry lock).
     void take_back(block_header* b) noexcept;
@@ -100,7 +100,7 @@ private:
     /// Counts `bytes` into the pooled bytes if that keeps them within the cap.
     bool reserve(std::size_t bytes) noexcept;
     /// Frees idle blocks until `bytes` more would fit under the cap, or nothing idle is left.
-    void make_room(std::size_t bytes, workspace& w, session_counters& c) noexcept;
+    void make_room(std::size_t bytes, workspace& w) noexcept;
 
     // 64 slots cover any realistic number of concurrent sessions; past that, lease_slow makes
     // overflow workspaces under the mutex.

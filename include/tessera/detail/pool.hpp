@@ -68,6 +68,7 @@ void heap_free_block(block_header* b) noexcept;
 std::size_t free_all(free_lists& lists) noexcept;
 /// Frees blocks from `lists` to the heap, largest first, until at least `wanted` bytes are freed
 /// or the lists are empty; returns the bytes released and adds the blocks freed to `blocks`.
-std::size_t free_largest(free_lists& lists, std::size_t wanted, std::uint64_t& blocks) noexcept;
+class counter;  // detail/counters.hpp
+std::size_t free_largest(free_lists& lists, std::size_t wanted, counter& blocks) noexcept;
 
 }  // namespace tessera::detail

@@ -23,15 +23,16 @@ class backend_core;
 /// another backend (see backend::run).
 enum class entry_kind { arena, inline_thread, child, nested_serial };
 
-/// Opens a session of `kind` (arena or child) on `core` and runs `body` in it: isolated, so that
-/// the thread picks up no unrelated task while it waits inside the session, and for `arena` inside
-/// one task_arena::execute. Rethrows what `body` throws.
-void run_in_arena(backend_core& core, entry_kind kind, function_ref<void(session&)> body);
+/// Enters `core`'s arena with one task_arena::execute, opens a session there and runs `body` in
+/// it. Rethrows what `body` throws. (Isolation is not needed at the entry: every wait inside a
+/// session is in fan_out or tree_reduce, and those isolate themselves.)
+void run_in_arena(backend_core& core, function_ref<void(session&)> body);
 
 /// Calls `body(begin, end)` over [0, n) with tbb::parallel_for (ranges halved while they hold more
 /// than `grain` items), each chunk marked as `core`'s and given its ThreadSanitizer edges. The one
-/// place tessera's ops fan out; callers decide and count the dispatch. Rethrows the first
-/// exception of a chunk after cancelling the rest.
+/// place tessera's ops fan out; callers decide and count the dispatch. Isolated: while the calling
+/// thread waits for the chunks it runs only tasks of this fan-out, never another session's work.
+/// Rethrows the first exception of a chunk after cancelling the rest.
 void fan_out(const backend_core& core, std::size_t n, std::size_t grain,
              function_ref<void(std::size_t, std::size_t)> body);
 
