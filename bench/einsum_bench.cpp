@@ -83,7 +83,7 @@ void BM_Product(benchmark::State& state) {
             } else if constexpr (F == form::warm) {
                 benchmark::DoNotOptimize(tessera::einsum(s, "ij,jk->ik", a, b).data());
             } else if constexpr (F == form::warm_into) {
-                tessera::einsum_into(s, "ij,jk->ik", c, a, b);
+                tessera::einsum(s, "ij,jk->ik", {a, b}, c);
             } else {
                 benchmark::DoNotOptimize(plan(s, a, b).data());
             }
@@ -258,7 +258,7 @@ void print_summary(const tessera_bench::results& r) {
         const auto matmul = median_ns(r, "BM_Matmul_Session/" + args);
         table.add(fmt::format("ij,jk->ik {0}x{0} warm einsum (vs matmul, both allocating)", n),
                   median_ns(r, "BM_Einsum_Warm/" + args), matmul, n == 2 ? goal::ratio_at_most : goal::info, 3);
-        table.add(fmt::format("ij,jk->ik {0}x{0} einsum_into (vs matmul out form)", n),
+        table.add(fmt::format("ij,jk->ik {0}x{0} einsum out form (vs matmul out form)", n),
                   median_ns(r, "BM_EinsumInto_Warm/" + args), median_ns(r, "BM_MatmulInto_Session/" + args), goal::info);
         table.add(fmt::format("ij,jk->ik {0}x{0} prepared plan (vs matmul)", n), median_ns(r, "BM_Einsum_Prepared/" + args),
                   matmul, goal::info);

@@ -108,15 +108,15 @@ void expect_same(const tensor<double>& a, const tensor<double>& b, const char* w
         if (a.data()[i] != b.data()[i]) fail(what);
 }
 
-/// `out` written in reverse order along its first axis, read back as a dense tensor.
-tensor<double> into_reversed(session& s, const std::string& spec, const std::vector<tensor<double>>& ops,
-                             const shape& result) {
+/// The out form with the operands as a runtime list, writing `out` in reverse order along its
+/// first axis, read back as a dense tensor.
+tensor<double> into_reversed(session& s, const std::string& spec,
+                             const std::vector<tensor<double>>& ops, const shape& result) {
     tensor<double> buffer = tessera::full<double>(s, result, -1.0);
-    const tessera::tensor_view<double> out = result.rank() > 0 ? buffer.view().flip(0) : buffer.view();
-    with_operands(ops, [&](const auto&... x) {
-        tessera::einsum_into(s, spec, out, x...);
-        return 0;
-    });
+    const tessera::tensor_view<double> out =
+        result.rank() > 0 ? buffer.view().flip(0) : buffer.view();
+    const std::vector<tessera::tensor_view<const double>> views(ops.begin(), ops.end());
+    tessera::einsum(s, spec, views, out);
     return tessera::contiguous(s, tessera::tensor_view<const double>(out));
 }
 
@@ -140,7 +140,7 @@ void run(program& in) {
             return;  // bad spec or shapes: the contract
         }
         if (result->rank() > tessera::max_rank) fail("result above the maximum rank");
-        expect_same(*result, into_reversed(s, spec, ops, result->shape()), "einsum_into differs from einsum");
+        expect_same(*result, into_reversed(s, spec, ops, result->shape()), "the out form differs from einsum");
         if (ops.size() < 2) return;
         std::vector<tessera::einsum_step> left_to_right(ops.size() - 1, {0, 1});
         try {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <sstream>
@@ -160,12 +161,48 @@ std::vector<path> cost_table() {
                                 auto e = tessera::full<double>(s, {8, 8}, 0.5);
                                 auto site = tessera::full<double>(s, {8, 2, 8}, 0.25);
                                 auto next = tessera::full<double>(s, {8, 8}, 0.0);
-                                tessera::einsum_into(s, "ab,apc,bpd->cd", next, e, site, site);
+                                tessera::einsum(s, "ab,apc,bpd->cd", {e, site, site}, next);
                             });
                         },
                         // Blocks: the three tensors, the [8, 2, 8] intermediate and Eigen's
                         // pack buffer for each of the two GEMM steps (8 + 8 + 16 is past the
                         // plain-loop limit).
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 2,
+                         .pool_hits = 6,
+                         .plan_cache_hits = 1}});
+        // The same with the operands as a runtime list (the span overload a std::vector goes
+        // through; an array here, so that the row counts no heap allocation of its own) and
+        // through a prepared plan: the same blocks and dispatches.
+        rows.push_back({"einsum ab,apc,bpd->cd, out form with a runtime operand list", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto e = tessera::full<double>(s, {8, 8}, 0.5);
+                                auto site = tessera::full<double>(s, {8, 2, 8}, 0.25);
+                                auto next = tessera::full<double>(s, {8, 8}, 0.0);
+                                const std::array<tessera::tensor_view<const double>, 3> ops{
+                                    e, site, site};
+                                tessera::einsum(s, "ab,apc,bpd->cd", ops, next);
+                            });
+                        },
+                        {.arena_entries = threads > 1 ? 1u : 0u,
+                         .inline_entries = threads > 1 ? 0u : 1u,
+                         .inline_dispatches = 2,
+                         .pool_hits = 6,
+                         .plan_cache_hits = 1}});
+        rows.push_back({"einsum ab,apc,bpd->cd, a prepared plan's out form", threads,
+                        [](backend& be) {
+                            be.run([](session& s) {
+                                auto e = tessera::full<double>(s, {8, 8}, 0.5);
+                                auto site = tessera::full<double>(s, {8, 2, 8}, 0.25);
+                                auto next = tessera::full<double>(s, {8, 8}, 0.0);
+                                const auto plan = tessera::prepare<double>(
+                                    s, "ab,apc,bpd->cd", e.shape(), site.shape(), site.shape());
+                                plan(s, {e, site, site}, next);
+                            });
+                        },
+                        // prepare is the one look-up.
                         {.arena_entries = threads > 1 ? 1u : 0u,
                          .inline_entries = threads > 1 ? 0u : 1u,
                          .inline_dispatches = 2,

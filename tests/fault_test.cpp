@@ -301,12 +301,12 @@ TEST_P(FaultTest, EveryOutParameterOpLeavesItsOutsUntouched) {
     }), 0u);
     EXPECT_GT(failures("einsum chain", [&](session& setup, byte_watch& w) {
         return [a = random(setup, {8, 9}, 1), b = random(setup, {9, 10}, 2), c = random(setup, {10, 3}, 3), o = out(setup, w, {8, 3})](session& s) mutable {
-            tessera::einsum_into(s, "ij,jk,kl->il", o.view(), a, b, c);
+            tessera::einsum(s, "ij,jk,kl->il", {a, b, c}, o.view());
         };
     }), 0u);
     EXPECT_GT(failures("einsum, strided batched products", [&](session& setup, byte_watch& w) {
         return [a = random(setup, {20, 8, 12}, 1), b = random(setup, {20, 12, 9}, 2), o = out(setup, w, {9, 20, 8})](session& s) mutable {
-            tessera::einsum_into(s, "bki,bkj->jbi", o.view(), a.view().permute({0, 2, 1}), b);
+            tessera::einsum(s, "bki,bkj->jbi", {a.view().permute({0, 2, 1}), b}, o.view());
         };
     }), 0u);
 }

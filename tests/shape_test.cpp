@@ -120,6 +120,48 @@ TEST(AxisListTest, ReductionsTakeAxesOfAnyIntegerType) {
     });
 }
 
+TEST(AxisListTest, EveryReductionFormTakesIntegerContainersAndBracedInts) {
+    backend be{backend_options{}.with_threads(1)};
+    be.run([](session& s) {
+        const tensor<double> a = tessera::arange<double>(s, 0, 24).reshape({2, 3, 4});
+        // Over axes 0 and 1, by a plain loop: want[k] = sum of a[i, j, k].
+        std::array<double, 4> want{};
+        for (std::size_t i = 0; i < a.size(); ++i) want[i % 4] += a.data()[i];
+        const auto expect_want = [&](const tensor<double>& got, const char* what) {
+            SCOPED_TRACE(what);
+            ASSERT_EQ(got.size(), 4u);
+            for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(got.values()[k], want[k]);
+        };
+        expect_want(tessera::sum(s, a, {0, 1}), "braced ints");
+        expect_want(tessera::sum(s, a, std::vector<int>{0, 1}), "std::vector<int> temporary");
+        expect_want(tessera::sum(s, a, std::array<int, 2>{0, 1}), "std::array<int, 2>");
+        expect_want(tessera::sum(s, a, std::vector<long>{-3, -2}), "std::vector<long>, negative");
+        expect_want(tessera::sum(s, a, std::array<unsigned, 2>{1, 0}), "std::array<unsigned, 2>");
+        const std::int16_t first = 0, second = 1;
+        expect_want(tessera::sum(s, a, {first, second}), "braced std::int16_t");
+
+        const tensor<double> kept = tessera::sum(s, a, std::vector<int>{0, 1}, tessera::keepdims);
+        EXPECT_EQ(kept.shape(), (shape{1, 1, 4}));
+        tensor<double> out = tessera::zeros<double>(s, {4});
+        tessera::sum(s, a, std::array<int, 2>{0, 1}, out);
+        expect_want(out, "out form, std::array<int, 2>");
+        tensor<double> kept_out = tessera::zeros<double>(s, {1, 1, 4});
+        tessera::sum(s, a, std::vector<std::size_t>{0, 1}, kept_out);
+        EXPECT_EQ(kept_out.values()[3], want[3]);
+
+        // The other reductions take the same lists; argmax and argmin one axis of any type.
+        const tensor<double> mean = tessera::mean(s, a, std::array<int, 2>{0, 1});
+        const tensor<double> max = tessera::max(s, a, std::vector<int>{0, 1});
+        for (std::size_t k = 0; k < 4; ++k) {
+            EXPECT_EQ(mean.values()[k], want[k] / 6);
+            EXPECT_EQ(max.values()[k], 20.0 + static_cast<double>(k));
+        }
+        const short axis = 2;
+        EXPECT_EQ(tessera::argmax(s, a, axis).shape(), (shape{2, 3}));
+        EXPECT_EQ(tessera::argmin(s, a, std::size_t{0}).shape(), (shape{3, 4}));
+    });
+}
+
 TEST(AxisListTest, OutOfRangeAxesOfEveryTypeAreShapeErrorsNotWrapped) {
     backend be{backend_options{}.with_threads(1)};
     be.run([](session& s) {

@@ -195,9 +195,23 @@ struct keepdims_t {
 /// Keeps the reduced axes: `tessera::sum(s, a, {0, -1}, tessera::keepdims)`.
 inline constexpr keepdims_t keepdims{};
 
+namespace detail {
+/// A value or a sized range of values that are numbers but not index_integers (1.5, true, 'a',
+/// std::vector<double>): what axis_list rejects with a message of its own.
+template <class A>
+concept non_integer_axes =
+    !index_integer<A> && !integer_range<A> &&
+    (std::is_arithmetic_v<A> || (std::ranges::sized_range<const A&> &&
+                                 std::is_arithmetic_v<std::ranges::range_value_t<const A&>>));
+
+template <class>
+inline constexpr bool dependent_false = false;
+}  // namespace detail
+
 /// The axes an op works on: a braced list (`{0, -1}`), one axis (`1`), a sized range of any
 /// integer type (std::vector<int>, std::array<std::size_t, N>, std::span<const long>), or
-/// tessera::all_axes where an op takes it (reductions).
+/// tessera::all_axes where an op takes it (reductions). Axes of any other number type (a float,
+/// bool or character, or a range of them) do not compile, with a message that says so.
 ///
 /// Negative axes count from the end. Holds a copy of up to max_rank axes; never allocates and
 /// never throws: the op that receives the list checks it (in range, distinct, at most max_rank,
@@ -224,6 +238,22 @@ public:
     }
     /// Selects every axis (tessera::all_axes); for a rank-0 input that is the one element.
     constexpr axis_list(all_axes_t) noexcept : all_(true) {}
+    /// Rejects axes that are not integers, at compile time, instead of leaving the caller a list
+    /// of near-miss overloads.
+    template <detail::non_integer_axes A>
+    axis_list(const A&) noexcept {
+        static_assert(detail::dependent_false<A>,
+                      "tessera: axes must be integers (int, long, std::size_t, ...) or a range "
+                      "of them; a floating-point, bool or character value is not an axis");
+    }
+    /// The same for a braced list of non-integers (`{0.0, 1.0}`).
+    template <class A>
+        requires(!index_integer<A> && std::is_arithmetic_v<A>)
+    axis_list(std::initializer_list<A>) noexcept {
+        static_assert(detail::dependent_false<A>,
+                      "tessera: axes must be integers (int, long, std::size_t, ...) or a range "
+                      "of them; a floating-point, bool or character value is not an axis");
+    }
 
     /// Returns true for tessera::all_axes.
     constexpr bool all() const noexcept { return all_; }

@@ -115,9 +115,10 @@ public:
     }
 
     /// Returns this tensor with new extents of the same element count, taking over its block: no
-    /// copy, no allocation (`auto scalar = tessera::sum(s, a, {0, 1}, tessera::keepdims).reshape({})`, or
-    /// `std::move(t).reshape({rows, cols})`). Throws shape_error naming both shapes when the
-    /// counts differ, and then leaves this tensor unchanged.
+    /// copy, no allocation (`std::move(t).reshape({rows, cols})`, or
+    /// `auto scalar = tessera::sum(s, a, {0, 1}, tessera::keepdims).reshape({})`). Throws
+    /// shape_error naming both shapes when the counts differ, and then leaves this tensor
+    /// unchanged.
     tensor reshape(const tessera::shape& to) && {
         if (to.count() != size()) detail::throw_reshape_count(shape_, to);
         tensor t(std::move(*this));
@@ -147,7 +148,8 @@ tensor<T> empty(session& s, const shape& shape) {
     tensor<T> t;
     const std::size_t n = shape.count();
     if (n != 0) {
-        if (n > static_cast<std::size_t>(-1) / sizeof(T)) detail::throw_bytes_overflow("empty", n, sizeof(T));
+        if (n > static_cast<std::size_t>(-1) / sizeof(T))
+            detail::throw_bytes_overflow("empty", n, sizeof(T));
         t.data_ = static_cast<T*>(detail::session_access::allocate(s, n * sizeof(T)));
     }
     t.shape_ = shape;
@@ -173,7 +175,8 @@ tensor<T> zeros(session& s, const shape& shape) {
 template <real_numeric T>
 tensor<T> arange(session& s, T start, T stop, T step = T{1}) {
     if (step == T{0}) detail::throw_arange_step();
-    const double span = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+    const double span =
+        (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
     const double steps = span > 0 ? std::ceil(span) : 0.0;
     const auto n = static_cast<std::size_t>(steps);
     tensor<T> t = empty<T>(s, shape::of_length(n));

@@ -1,6 +1,6 @@
-// einsum, einsum_into, prepare/einsum_plan: results against a float64 (complex<double>) index-loop
-// reference written here, for every notation feature on fresh random shapes; strided operands and
-// outputs; contraction paths; runtime operand lists against the argument forms; the plan cache's
+// einsum (allocating and out forms), prepare/einsum_plan: results against a float64
+// (complex<double>) index-loop reference written here, for every notation feature on fresh random
+// shapes; strided operands and outputs; contraction paths; runtime operand lists against the argument forms; the plan cache's
 // hit, miss and eviction counts; heap allocations of warm calls; every kind of bad input, before
 // anything is written.
 #include "support/alloc_counter.hpp"
@@ -358,9 +358,9 @@ TEST_P(EinsumTest, ReadsStridedOperandsAndWritesStridedOutputs) {
         expect_matches<double>("kji->j", {at}, tessera::einsum(s, "kji->j", at).view(), 24);
         // Out-parameter form into a transposed view of a buffer, and into a reversed one.
         tensor<double> buffer = tessera::zeros<double>(s, {6, 5});
-        tessera::einsum_into(s, "kji,kj->ji", buffer.view().transpose(), at, bs);
+        tessera::einsum(s, "kji,kj->ji", {at, bs}, buffer.view().transpose());
         expect_matches<double>("kji,kj->ji", {at, bs}, buffer.view().transpose(), 4);
-        tessera::einsum_into(s, "kji,kj->ij", buffer.view().flip(0), at, bs);
+        tessera::einsum(s, "kji,kj->ij", {at, bs}, buffer.view().flip(0));
         expect_matches<double>("kji,kj->ij", {at, bs}, buffer.view().flip(0), 4);
         // Grouped axes that cannot be merged: the operand is copied into the workspace.
         const tensor<double> c = random_tensor<double>(s, {3, 4, 5}, rng);
@@ -420,14 +420,14 @@ void check_list_against_arguments(int threads) {
             const std::span<const tensor_view<const T>> list(views);
             expect_same_bits<T>(tessera::einsum(s, spec, list).view(), want.view(), "einsum, span (T deduced)");
             tensor<T> out = tessera::zeros<T>(s, want.shape());
-            tessera::einsum_into<T>(s, spec, out, views);
-            expect_same_bits<T>(out.view(), want.view(), "einsum_into, vector");
+            tessera::einsum(s, spec, views, out);
+            expect_same_bits<T>(out.view(), want.view(), "einsum out form, vector");
 
             const tessera::einsum_plan<T> plan = tessera::prepare<T>(s, spec, shapes);
             expect_same_bits<T>(plan(s, views).view(), want.view(), "plan, vector");
             tensor<T> plan_out = tessera::zeros<T>(s, want.shape());
-            plan.into(s, plan_out, views);
-            expect_same_bits<T>(plan_out.view(), want.view(), "plan.into, vector");
+            plan(s, views, plan_out);
+            expect_same_bits<T>(plan_out.view(), want.view(), "plan out form, vector");
             if (k > 1) {  // the caller's order, as a runtime list too
                 const std::vector<tessera::einsum_step> left_to_right(k - 1, tessera::einsum_step{0, 1});
                 const auto ordered = tessera::prepare<T>(s, spec, left_to_right, shapes);
@@ -437,11 +437,11 @@ void check_list_against_arguments(int threads) {
             if (k == 3) {  // braced lists
                 expect_same_bits<T>(tessera::einsum<T>(s, spec, {ops[0], ops[1], ops[2]}).view(), want.view(),
                                     "einsum, braced list");
-                tessera::einsum_into<T>(s, spec, out, {views[0], views[1], views[2]});
-                expect_same_bits<T>(out.view(), want.view(), "einsum_into, braced list");
+                tessera::einsum(s, spec, {views[0], views[1], views[2]}, out);
+                expect_same_bits<T>(out.view(), want.view(), "einsum out form, braced list");
                 expect_same_bits<T>(plan(s, {ops[0], ops[1], ops[2]}).view(), want.view(), "plan, braced list");
-                plan.into(s, plan_out, {views[0], views[1], views[2]});
-                expect_same_bits<T>(plan_out.view(), want.view(), "plan.into, braced list");
+                plan(s, {views[0], views[1], views[2]}, plan_out);
+                expect_same_bits<T>(plan_out.view(), want.view(), "plan out form, braced list");
             }
         }
     });
@@ -487,6 +487,81 @@ TEST_P(EinsumTest, RingNetworkWithARuntimeOperandCount) {
             EXPECT_EQ(plan.path().size(), k - 1);
             expect_same_bits<double>(plan(s, views).view(), got.view(), "plan");
         }
+    });
+}
+
+// The out form takes the operands as one list (braced, or a std::vector whose length is known
+// only at run time) and the destination last, as a tensor or a view of any strides; the element
+// type comes from the destination.
+TEST_P(EinsumTest, OutFormTakesAnOperandListAndWritesAnyWritableTensor) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        const tensor<double> a = random_tensor<double>(s, {3, 4}, rng);
+        const tensor<double> b = random_tensor<double>(s, {4, 5}, rng);
+        const std::string spec = "ij,jk->ik";
+        const tensor<double> want = tessera::einsum(s, spec, a, b);
+        expect_matches<double>(spec, {a.view(), b.view()}, want.view(), 4);
+
+        // A braced list of tensors into a tensor, without naming the element type.
+        tensor<double> out = tessera::zeros<double>(s, {3, 5});
+        tessera::einsum(s, spec, {a, b}, out);
+        expect_same_bits<double>(out.view(), want.view(), "braced list into a tensor");
+
+        // Into a strided view (every other column of a transposed buffer, strides (2, 6)), by
+        // einsum and by a plan; the elements between stay untouched.
+        const auto plan = tessera::prepare<double>(s, spec, a.shape(), b.shape());
+        const auto into_strided = [&](const auto& write, const char* what) {
+            SCOPED_TRACE(what);
+            tensor<double> buffer = tessera::full<double>(s, {5, 6}, -7.0);
+            const tensor_view<double> every_other =
+                buffer.view().transpose().slice(0, 0, tessera::slice_end, 2);
+            ASSERT_EQ(every_other.shape(), (shape{3, 5}));
+            ASSERT_EQ(every_other.stride(0), 2);
+            write(every_other);
+            for (std::size_t i = 0; i < 3; ++i)
+                for (std::size_t k = 0; k < 5; ++k)
+                    EXPECT_EQ(every_other(i, k), want(i, k)) << i << ", " << k;
+            std::size_t untouched = 0;
+            for (std::size_t i = 0; i < buffer.size(); ++i) untouched += buffer.data()[i] == -7.0;
+            EXPECT_EQ(untouched, buffer.size() - every_other.size());
+        };
+        into_strided([&](const tensor_view<double>& o) { tessera::einsum(s, spec, {a, b}, o); },
+                     "einsum, braced list");
+        into_strided([&](const tensor_view<double>& o) { plan(s, {a, b}, o); }, "plan, braced list");
+
+        // A runtime-length list: a chain of k matrices, k drawn at run time, as a std::vector of
+        // views, in the allocating and the out forms (the result also into a strided view).
+        const std::size_t k = std::uniform_int_distribution<std::size_t>(3, 7)(rng);
+        const std::string chain = chain_spec(k);
+        SCOPED_TRACE(chain);
+        std::vector<tensor<double>> matrices;
+        std::vector<tensor_view<const double>> views;
+        double terms = 1;
+        for (std::size_t i = 0; i < k; ++i) {
+            matrices.push_back(random_tensor<double>(s, {3, 3}, rng));
+            terms *= 9;
+        }
+        for (const auto& m : matrices) views.push_back(m.view());
+        const tensor<double> fresh = tessera::einsum<double>(s, chain, views);
+        expect_matches<double>(chain, views, fresh.view(), terms);
+        tensor<double> chain_out = tessera::zeros<double>(s, {3, 3});
+        tessera::einsum(s, chain, views, chain_out);
+        expect_same_bits<double>(chain_out.view(), fresh.view(), "vector into a tensor");
+        tensor<double> wide = tessera::full<double>(s, {3, 6}, -7.0);
+        const tensor_view<double> odd_columns = wide.view().slice(1, 1, tessera::slice_end, 2);
+        tessera::einsum(s, chain, views, odd_columns);
+        for (std::size_t i = 0; i < 3; ++i)
+            for (std::size_t j = 0; j < 3; ++j) {
+                EXPECT_EQ(odd_columns(i, j), fresh(i, j));
+                EXPECT_EQ(wide(i, 2 * j), -7.0);
+            }
+        const auto chain_plan = tessera::prepare<double>(s, chain, std::vector<shape>(k, shape{3, 3}));
+        tensor<double> plan_out = tessera::zeros<double>(s, {3, 3});
+        chain_plan(s, views, plan_out);
+        expect_same_bits<double>(plan_out.view(), fresh.view(), "plan, vector into a tensor");
     });
 }
 
@@ -538,13 +613,13 @@ TEST(EinsumPlanTest, PreparedPlansRunAnyStridesAndCheckShapes) {
         const tensor<float> bt = random_tensor<float>(s, {3, 4}, rng);
         expect_matches<float>("ij,jk->ik", {a.view(), bt.view().transpose()}, plan(s, a, bt.view().transpose()).view(), 4);
         tensor<float> out = tessera::zeros<float>(s, {3, 3});
-        plan.into(s, out, a, b);
+        plan(s, {a, b}, out);
         expect_matches<float>("ij,jk->ik", {a.view(), b.view()}, out.view(), 4);
         EXPECT_THROW(plan(s, a, a), tessera::shape_error);
         EXPECT_THROW(plan(s, a), tessera::spec_error);
         EXPECT_THROW(plan(s, a, b, b), tessera::spec_error);
         try {
-            plan(s, a, a);
+            static_cast<void>(plan(s, a, a));
         } catch (const tessera::shape_error& e) {
             EXPECT_EQ(std::string(e.what()),
                       "einsum \"ij,jk->ik\": operand 1 has shape [3,4] but the plan was prepared for [4,3]");
@@ -652,12 +727,18 @@ TEST(EinsumAllocationTest, WarmCallsMakeNoHeapAllocations) {
             tensor<double> out_big = tessera::zeros<double>(s, {48, 48});
             tensor<double> out_diag = tessera::zeros<double>(s, {50});
             tensor<double> out_elem = tessera::zeros<double>(s, {96, 96});
+            const std::vector<tensor_view<const double>> env_operands{e, site, site};
+            const auto env_plan =
+                tessera::prepare<double>(s, "ab,apc,bpd->cd", e.shape(), site.shape(), site.shape());
             const auto step = [&] {
-                tessera::einsum_into(s, "ij,jk->ik", out2, a2, a2);
-                tessera::einsum_into(s, "ab,apc,bpd->cd", out_env, e, site, site);
-                tessera::einsum_into(s, "ij,ik->jk", out_big, strided, strided);  // copies into the workspace
-                tessera::einsum_into(s, "bii->b", out_diag, batch);
-                tessera::einsum_into(s, "ij,ji->ij", out_elem, big, big);
+                tessera::einsum(s, "ij,jk->ik", {a2, a2}, out2);
+                tessera::einsum(s, "ab,apc,bpd->cd", {e, site, site}, out_env);
+                tessera::einsum(s, "ij,ik->jk", {strided, strided}, out_big);  // copies into the workspace
+                tessera::einsum(s, "bii->b", {batch}, out_diag);
+                tessera::einsum(s, "ij,ji->ij", {big, big}, out_elem);
+                tessera::einsum(s, "ab,apc,bpd->cd", env_operands, out_env);  // a runtime list
+                env_plan(s, env_operands, out_env);
+                env_plan(s, {e, site, site}, out_env.view());
                 const tensor<double> fresh = tessera::einsum(s, "ab,apc,bpd->cd", e, site, site);
                 EXPECT_EQ(fresh.shape(), (shape{8, 8}));
             };
@@ -710,39 +791,39 @@ TEST(EinsumErrorTest, BadInputNamesTheSpecAndTheCulpritBeforeWriting) {
         using tessera::shape_error;
         using tessera::spec_error;
         // Malformed specs.
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij,j$->i", a, b); }, {"\"ij,j$->i\"", "'$' at position 4"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij.,jk->ik", a, b); }, {"'.' at position 2"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij-jk", a); }, {"'-' at position 2"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij,jk->ik->i", a, b); }, {"second '->'"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij->i,j", a); }, {"',' at position 5 is after '->'"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "......ij->ij", a); }, {"second '...'"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij,j$->i", a, b)); }, {"\"ij,j$->i\"", "'$' at position 4"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij.,jk->ik", a, b)); }, {"'.' at position 2"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij-jk", a)); }, {"'-' at position 2"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij,jk->ik->i", a, b)); }, {"second '->'"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij->i,j", a)); }, {"',' at position 5 is after '->'"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "......ij->ij", a)); }, {"second '...'"});
         // Operand count.
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij,jk->ik", a); }, {"\"ij,jk->ik\"", "2 operands but 1 was given"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij->ij", a, b); }, {"1 operand but 2 were given"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij,jk->ik", a)); }, {"\"ij,jk->ik\"", "2 operands but 1 was given"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij->ij", a, b)); }, {"1 operand but 2 were given"});
         // Extents that disagree, within and across operands.
-        expect_error<shape_error>([&] { tessera::einsum(s, "ij,jk->ik", a, a); },
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "ij,jk->ik", a, a)); },
                                   {"index 'j' has extent 3 in operand 0 [2,3] (axis 1) but 2 in operand 1 [2,3] (axis 0)"});
-        expect_error<shape_error>([&] { tessera::einsum(s, "ii->i", a); }, {"index 'i' has extent 2", "but 3"});
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "ii->i", a)); }, {"index 'i' has extent 2", "but 3"});
         // Output indices.
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij,jk->iz", a, b); }, {"output index 'z' does not appear"});
-        expect_error<spec_error>([&] { tessera::einsum(s, "ij,jk->ii", a, b); }, {"index 'i' appears more than once in the output"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij,jk->iz", a, b)); }, {"output index 'z' does not appear"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum(s, "ij,jk->ii", a, b)); }, {"index 'i' appears more than once in the output"});
         // Ranks and ellipses.
-        expect_error<shape_error>([&] { tessera::einsum(s, "ijk->i", a); }, {"operand 0 has shape [2,3] but its subscripts \"ijk\" name 3 axes"});
-        expect_error<shape_error>([&] { tessera::einsum(s, "...ijk->i", a); }, {"at least 3 axes"});
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "ijk->i", a)); }, {"operand 0 has shape [2,3] but its subscripts \"ijk\" name 3 axes"});
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "...ijk->i", a)); }, {"at least 3 axes"});
         const tensor<double> b3 = tessera::full<double>(s, {4, 2, 3}, 1.0);
         const tensor<double> b5 = tessera::full<double>(s, {5, 3, 2}, 1.0);
-        expect_error<shape_error>([&] { tessera::einsum(s, "...ij,...jk->...ik", b3, b5); },
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "...ij,...jk->...ik", b3, b5)); },
                                   {"the '...' axes of operand 0 [4,2,3] and operand 1 [5,3,2] do not broadcast"});
         // Out-parameters: wrong shape, overlap with an operand; nothing is written.
         tensor<double> out = tessera::full<double>(s, {2, 4}, 7.0);
-        expect_error<shape_error>([&] { tessera::einsum_into(s, "ij,jk->ik", out.view().transpose(), a, b); },
+        expect_error<shape_error>([&] { tessera::einsum(s, "ij,jk->ik", {a, b}, out.view().transpose()); },
                                   {"out has shape [4,2] but the result has shape [2,4]"});
-        expect_error<tessera::alias_error>([&] { tessera::einsum_into(s, "ij,jk->ij", sq.view(), sq, sq); },
+        expect_error<tessera::alias_error>([&] { tessera::einsum(s, "ij,jk->ij", {sq, sq}, sq.view()); },
                                            {"out overlaps operand 0"});
-        expect_error<shape_error>([&] { tessera::einsum_into(s, "ij,jk->ik", out, a, a); }, {"index 'j'"});
+        expect_error<shape_error>([&] { tessera::einsum(s, "ij,jk->ik", {a, a}, out); }, {"index 'j'"});
         tensor<double> row = tessera::full<double>(s, {1, 4}, 7.0);
         expect_error<tessera::alias_error>(
-            [&] { tessera::einsum_into(s, "ij,jk->ik", row.view().broadcast_to({2, 4}), a, b); }, {"einsum"});
+            [&] { tessera::einsum(s, "ij,jk->ik", {a, b}, row.view().broadcast_to({2, 4})); }, {"einsum"});
         EXPECT_EQ(row.data()[0], 7.0);
         for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out.data()[i], 7.0);
         // Paths.
@@ -757,8 +838,74 @@ TEST(EinsumErrorTest, BadInputNamesTheSpecAndTheCulpritBeforeWriting) {
                                  {"path step 0 (1, 1)"});
         // Results above rank 8.
         const tensor<double> v = tessera::full<double>(s, {1}, 1.0);
-        expect_error<shape_error>([&] { tessera::einsum(s, "a,b,c,d,e,f,g,h,i", v, v, v, v, v, v, v, v, v); },
+        expect_error<shape_error>([&] { static_cast<void>(tessera::einsum(s, "a,b,c,d,e,f,g,h,i", v, v, v, v, v, v, v, v, v)); },
                                   {"rank 9, above the maximum rank 8"});
+    });
+}
+
+// Returns the message of the E that fn throws ("no exception" if none).
+template <class E, class Fn>
+std::string message_of(Fn fn) {
+    try {
+        fn();
+    } catch (const E& e) {
+        return e.what();
+    }
+    return "no exception";
+}
+
+TEST(EinsumErrorTest, ListFormsThrowWhatTheArgumentFormsThrowBeforeWriting) {
+    backend be{backend_options{}.with_threads(2)};
+    be.run([](session& s) {
+        using tessera::alias_error;
+        using tessera::shape_error;
+        using tessera::spec_error;
+        const tensor<double> a = tessera::full<double>(s, {2, 3}, 1.0);
+        const tensor<double> b = tessera::full<double>(s, {3, 4}, 1.0);
+        tensor<double> out = tessera::full<double>(s, {2, 4}, 7.0);
+        const std::string spec = "ij,jk->ik";
+        const auto plan = tessera::prepare<double>(s, spec, a.shape(), b.shape());
+
+        // One operand too many: the argument form's spec_error, word for word, from every list.
+        const std::string extra = message_of<spec_error>([&] {
+            static_cast<void>(tessera::einsum(s, spec, a, b, b));
+        });
+        EXPECT_NE(extra.find("einsum \"ij,jk->ik\""), std::string::npos) << extra;
+        EXPECT_NE(extra.find("2 operands but 3 were given"), std::string::npos) << extra;
+        const std::vector<tensor_view<const double>> three{a, b, b};
+        EXPECT_EQ(message_of<spec_error>([&] { tessera::einsum(s, spec, three, out); }), extra);
+        EXPECT_EQ(message_of<spec_error>([&] { tessera::einsum(s, spec, {a, b, b}, out); }), extra);
+        EXPECT_EQ(message_of<spec_error>([&] {
+                      static_cast<void>(tessera::einsum<double>(s, spec, three));
+                  }),
+                  extra);
+        const std::string plan_extra = message_of<spec_error>([&] {
+            static_cast<void>(plan(s, a, b, b));
+        });
+        EXPECT_EQ(plan_extra, "einsum \"ij,jk->ik\": the plan takes 2 operands but 3 were given");
+        EXPECT_EQ(message_of<spec_error>([&] { plan(s, three, out); }), plan_extra);
+        EXPECT_EQ(message_of<spec_error>([&] { plan(s, {a, b, b}, out); }), plan_extra);
+
+        // A wrong out shape and an out that overlaps an operand, through einsum and a plan.
+        tensor<double> wrong = tessera::full<double>(s, {4, 2}, 7.0);
+        const std::string out_shape = "out has shape [4,2] but the result has shape [2,4]";
+        EXPECT_NE(message_of<shape_error>([&] { tessera::einsum(s, spec, {a, b}, wrong); })
+                      .find(out_shape),
+                  std::string::npos);
+        EXPECT_NE(message_of<shape_error>([&] { plan(s, {a, b}, wrong); }).find(out_shape),
+                  std::string::npos);
+        tensor<double> sq = tessera::full<double>(s, {3, 3}, 1.0);
+        const auto square = tessera::prepare<double>(s, "ij,jk->ik", sq.shape(), sq.shape());
+        const std::vector<tensor_view<const double>> both{b.view().slice(1, 0, 3), sq};
+        EXPECT_NE(message_of<alias_error>([&] { tessera::einsum(s, spec, both, sq); })
+                      .find("einsum \"ij,jk->ik\": out overlaps operand 1"),
+                  std::string::npos);
+        EXPECT_NE(message_of<alias_error>([&] { square(s, {sq, sq}, sq.view()); })
+                      .find("out overlaps operand 0"),
+                  std::string::npos);
+        for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out.data()[i], 7.0);
+        for (std::size_t i = 0; i < wrong.size(); ++i) EXPECT_EQ(wrong.data()[i], 7.0);
+        for (std::size_t i = 0; i < sq.size(); ++i) EXPECT_EQ(sq.data()[i], 1.0);
     });
 }
 
@@ -802,8 +949,8 @@ TEST(EinsumListTest, WarmListCallsHitThePlanCacheAndMakeNoHeapAllocations) {
             static_cast<void>(tessera::einsum(s, chain, m, m, m, m, m, m));
             for (int i = 0; i < 3; ++i) static_cast<void>(tessera::einsum<double>(s, chain, matrices));
             tensor<double> out = tessera::zeros<double>(s, {4, 4});
-            tessera::einsum_into<double>(s, chain, out, matrices);
-            tessera::einsum_into<double>(s, chain, out, {m, m, m, m, m, m});
+            tessera::einsum(s, chain, matrices, out);
+            tessera::einsum(s, chain, {m, m, m, m, m, m}, out);
             static_cast<void>(tessera::prepare<double>(s, chain, chain_shapes));
         });
         EXPECT_EQ(st.plan_cache_misses, 1u);
@@ -824,13 +971,13 @@ TEST(EinsumListTest, WarmListCallsHitThePlanCacheAndMakeNoHeapAllocations) {
             tensor<double> prod = tessera::zeros<double>(s, {3});
             const auto plan = tessera::prepare<double>(s, chain, chain_shapes);  // a hit
             const auto step = [&] {
-                tessera::einsum_into<double>(s, chain, out, matrices);
-                tessera::einsum_into<double>(s, chain, out, {matrices[0], matrices[1], matrices[2], matrices[3],
-                                                             matrices[4], matrices[5]});
-                tessera::einsum_into<double>(s, product, prod, vectors);
+                tessera::einsum(s, chain, matrices, out);
+                tessera::einsum(s, chain, {matrices[0], matrices[1], matrices[2], matrices[3],
+                                           matrices[4], matrices[5]}, out);
+                tessera::einsum(s, product, vectors, prod);
                 const tensor<double> fresh = tessera::einsum<double>(s, chain, matrices);
                 EXPECT_EQ(fresh.shape(), (shape{4, 4}));
-                plan.into(s, out, matrices);  // a plan runs without a look-up
+                plan(s, matrices, out);  // a plan runs without a look-up
                 const tensor<double> planned = plan(s, matrices);
                 EXPECT_EQ(planned.shape(), (shape{4, 4}));
             };
@@ -861,27 +1008,27 @@ TEST(EinsumListTest, WrongOperandCountsNameEinsumBeforeWriting) {
         const std::vector<tensor_view<const double>> one{a}, three{a, b, b}, none;
         const std::string spec = "ij,jk->ik";
         // Counts that differ from the spec's, in every list form.
-        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, one); }, {"einsum \"ij,jk->ik\"", "2 operands but 1 was given"});
-        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, three); }, {"einsum \"ij,jk->ik\"", "2 operands but 3 were given"});
-        expect_error<spec_error>([&] { tessera::einsum<double>(s, spec, {a}); }, {"2 operands but 1 was given"});
-        expect_error<spec_error>([&] { tessera::einsum_into<double>(s, spec, out, three); }, {"2 operands but 3 were given"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, spec, one)); }, {"einsum \"ij,jk->ik\"", "2 operands but 1 was given"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, spec, three)); }, {"einsum \"ij,jk->ik\"", "2 operands but 3 were given"});
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, spec, {a})); }, {"2 operands but 1 was given"});
+        expect_error<spec_error>([&] { tessera::einsum(s, spec, three, out); }, {"2 operands but 3 were given"});
         expect_error<spec_error>([&] { tessera::prepare<double>(s, spec, std::vector<shape>{a.shape()}); },
                                  {"2 operands but 1 was given"});
         // Empty lists.
         for (const std::string& sp : {std::string("ij,jk->ik"), std::string("->")}) {
             const std::string quoted = "einsum \"" + sp + "\"";
-            expect_error<spec_error>([&] { tessera::einsum<double>(s, sp, none); }, {quoted.c_str(), "operand list is empty"});
-            expect_error<spec_error>([&] { tessera::einsum<double>(s, sp, std::span<const tensor_view<const double>>()); },
+            expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, sp, none)); }, {quoted.c_str(), "operand list is empty"});
+            expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, sp, std::span<const tensor_view<const double>>())); },
                                      {quoted.c_str(), "operand list is empty"});
-            expect_error<spec_error>([&] { tessera::einsum_into<double>(s, sp, out, none); }, {quoted.c_str(), "operand list is empty"});
+            expect_error<spec_error>([&] { tessera::einsum(s, sp, none, out); }, {quoted.c_str(), "operand list is empty"});
             expect_error<spec_error>([&] { tessera::prepare<double>(s, sp, std::vector<shape>()); },
                                      {quoted.c_str(), "operand list is empty"});
         }
         // A plan checks the list against its operand count.
         const auto plan = tessera::prepare<double>(s, spec, a.shape(), b.shape());
-        expect_error<spec_error>([&] { plan(s, none); }, {"einsum \"ij,jk->ik\"", "the plan takes 2 operands but 0 were given"});
-        expect_error<spec_error>([&] { plan.into(s, out, three); }, {"the plan takes 2 operands but 3 were given"});
-        expect_error<tessera::shape_error>([&] { plan(s, {a, a}); }, {"operand 1 has shape [2,3]"});
+        expect_error<spec_error>([&] { static_cast<void>(plan(s, none)); }, {"einsum \"ij,jk->ik\"", "the plan takes 2 operands but 0 were given"});
+        expect_error<spec_error>([&] { plan(s, three, out); }, {"the plan takes 2 operands but 3 were given"});
+        expect_error<tessera::shape_error>([&] { static_cast<void>(plan(s, {a, a})); }, {"operand 1 has shape [2,3]"});
         for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out.data()[i], 7.0);
 
         // Lists longer than max_einsum_operands; the argument forms have no limit.
@@ -890,14 +1037,14 @@ TEST(EinsumListTest, WrongOperandCountsNameEinsumBeforeWriting) {
         const std::vector<tensor_view<const double>> many(over, v.view());
         const std::vector<shape> many_shapes(over, v.shape());
         const std::string long_spec = product_spec(over);
-        expect_error<spec_error>([&] { tessera::einsum<double>(s, long_spec, many); },
+        expect_error<spec_error>([&] { static_cast<void>(tessera::einsum<double>(s, long_spec, many)); },
                                  {"einsum \"i,i,", "holds 65 operands, above the limit of 64"});
         tensor<double> pair = tessera::full<double>(s, {2}, 7.0);
-        expect_error<spec_error>([&] { tessera::einsum_into<double>(s, long_spec, pair, many); }, {"holds 65 operands"});
+        expect_error<spec_error>([&] { tessera::einsum(s, long_spec, many, pair); }, {"holds 65 operands"});
         expect_error<spec_error>([&] { tessera::prepare<double>(s, long_spec, many_shapes); }, {"holds 65 operands"});
         const auto wide = prepare_of(s, long_spec, many_shapes, std::make_index_sequence<tessera::max_einsum_operands + 1>{});
-        expect_error<spec_error>([&] { wide(s, many); }, {"holds 65 operands"});
-        expect_error<spec_error>([&] { wide.into(s, pair, many); }, {"holds 65 operands"});
+        expect_error<spec_error>([&] { static_cast<void>(wide(s, many)); }, {"holds 65 operands"});
+        expect_error<spec_error>([&] { wide(s, many, pair); }, {"holds 65 operands"});
         EXPECT_EQ(pair.data()[0], 7.0);
     });
 }

@@ -70,7 +70,8 @@ struct unary_op {
     /// the very same elements; checks come before any write. Call on the session's own thread.
     template <tensor_like A, class T = value_of_t<A>>
         requires Accepts<T>::value
-    void operator()(session& s, const A& a, const tensor_view<std::invoke_result_t<Fn, T>>& out) const {
+    void operator()(session& s, const A& a,
+                    const tensor_view<std::invoke_result_t<Fn, T>>& out) const {
         elementwise_into(s, name, C, Fn{}, out, as_view(a));
     }
 };
@@ -233,10 +234,12 @@ inline constexpr detail::unary_op<detail::exp_fn, detail::is_floating, detail::c
 inline constexpr detail::unary_op<detail::log_fn, detail::is_floating, detail::cost::transcendental>
     log{"log"};
 /// Square root (floating types).
-inline constexpr detail::unary_op<detail::sqrt_fn, detail::is_floating, detail::cost::transcendental>
+inline constexpr detail::unary_op<detail::sqrt_fn, detail::is_floating,
+                                  detail::cost::transcendental>
     sqrt{"sqrt"};
 /// 1 / sqrt(a) (floating types).
-inline constexpr detail::unary_op<detail::rsqrt_fn, detail::is_floating, detail::cost::transcendental>
+inline constexpr detail::unary_op<detail::rsqrt_fn, detail::is_floating,
+                                  detail::cost::transcendental>
     rsqrt{"rsqrt"};
 /// Sine (floating types).
 inline constexpr detail::unary_op<detail::sin_fn, detail::is_floating, detail::cost::transcendental>
@@ -245,7 +248,8 @@ inline constexpr detail::unary_op<detail::sin_fn, detail::is_floating, detail::c
 inline constexpr detail::unary_op<detail::cos_fn, detail::is_floating, detail::cost::transcendental>
     cos{"cos"};
 /// Hyperbolic tangent (floating types).
-inline constexpr detail::unary_op<detail::tanh_fn, detail::is_floating, detail::cost::transcendental>
+inline constexpr detail::unary_op<detail::tanh_fn, detail::is_floating,
+                                  detail::cost::transcendental>
     tanh{"tanh"};
 /// 1 / (1 + e^-a) (floating types).
 inline constexpr detail::unary_op<detail::sigmoid_fn, detail::is_floating,
@@ -326,7 +330,8 @@ tensor<R> zip(session& s, F f, const In&... in) {
 /// stays last and cannot be mistaken for an input: `tessera::zip(s, f, std::tie(a, b), out)`.
 template <class F, class... In, class R = std::invoke_result_t<F&, value_of_t<In>...>>
     requires(sizeof...(In) >= 1) && (tensor_like<In> && ...) && element<R>
-void zip(session& s, F f, const std::tuple<In...>& in, const std::type_identity_t<tensor_view<R>>& out) {
+void zip(session& s, F f, const std::tuple<In...>& in,
+         const std::type_identity_t<tensor_view<R>>& out) {
     std::apply(
         [&](const auto&... operand) {
             detail::elementwise_into(s, "zip", detail::cost::cheap, f, out, as_view(operand)...);

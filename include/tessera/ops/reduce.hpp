@@ -108,7 +108,8 @@ struct reduce_all_op {
     requires Accepts<T>::value typename Policy<T>::result operator()(session& s, const A& a) const {
         using R = typename Policy<T>::result;
         R result{};
-        reduce_into<Policy<T>>(s, name, as_view(a), axis_list(all_axes), tensor_view<R>(&result, shape()));
+        reduce_into<Policy<T>>(s, name, as_view(a), axis_list(all_axes),
+                               tensor_view<R>(&result, shape()));
         return result;
     }
 };
