@@ -35,23 +35,6 @@ void throw_bytes_overflow(const char* op, std::size_t count, std::size_t element
                                        count, element_size));
 }
 
-void throw_broadcast_mismatch(const char* op, const shape& a, const shape& b) {
-    throw shape_error(fmt::format("{}: shapes {} and {} do not broadcast", op, to_string(a),
-                                  to_string(b)));
-}
-
-void throw_partial_overlap(const char* op, std::size_t input) {
-    throw alias_error(fmt::format(
-        "{}: out overlaps input {} without being the same view; in-place use must pass the very "
-        "same elements",
-        op, input));
-}
-
-void throw_broadcast_output(const char* op) {
-    throw alias_error(fmt::format(
-        "{}: out repeats elements (an axis with stride 0); it cannot be written", op));
-}
-
 void throw_from_size(std::size_t given, const shape& s) {
     throw shape_error(fmt::format("from: {} values given for shape {} ({} elements)", given,
                                   to_string(s), s.count()));
@@ -63,18 +46,5 @@ void throw_ragged(std::size_t row, std::size_t got, std::size_t expected) {
 }
 
 void throw_arange_step() { throw shape_error("arange: step must not be 0"); }
-
-void throw_out_shape(const char* op, const shape& out, const shape& expected) {
-    throw shape_error(fmt::format("{}: out has shape {} but the result has shape {}", op,
-                                  to_string(out), to_string(expected)));
-}
-
-void throw_reduction_out_shape(const char* op, const shape& out, const shape& expected,
-                               const shape& expected_keepdims) {
-    throw shape_error(fmt::format("{}: out has shape {} but the result has shape {} (or {} with "
-                                  "the reduced axes kept)",
-                                  op, to_string(out), to_string(expected),
-                                  to_string(expected_keepdims)));
-}
 
 }  // namespace tessera::detail

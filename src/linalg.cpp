@@ -42,25 +42,4 @@ void throw_rhs_shape(const char* op, const shape& a, const shape& b) {
         op, to_string(b), to_string(a), n, n));
 }
 
-void throw_batch_mismatch(const char* op, const shape& a, const shape& b) {
-    throw shape_error(fmt::format("{}: the batch axes of a {} and b {} do not broadcast", op, to_string(a),
-                                  to_string(b)));
-}
-
-void throw_linalg_out_shape(const char* op, const char* name, const shape& got, const shape& expected) {
-    throw shape_error(fmt::format("{}: {} has shape {} but the result has shape {}", op, name,
-                                  to_string(got), to_string(expected)));
-}
-
-void throw_linalg_overlap(const char* op, const char* out, const char* other) {
-    throw alias_error(fmt::format(
-        "{}: {} overlaps {}; an out may only be the very same view as an input of its shape", op,
-        out, other));
-}
-
-void throw_linalg_repeated_out(const char* op, const char* name) {
-    throw alias_error(fmt::format(
-        "{}: {} repeats elements (an axis with stride 0); it cannot be written", op, name));
-}
-
 }  // namespace tessera::detail

@@ -47,16 +47,6 @@ void throw_matmul_inner(const char* op, const shape& a, const shape& b) {
     throw shape_error(fmt::format("{}: the inner dimensions of a {} and b {} differ", op, to_string(a), to_string(b)));
 }
 
-void throw_matmul_batch(const char* op, const shape& a, const shape& b) {
-    throw shape_error(
-        fmt::format("{}: the batch dimensions of a {} and b {} do not broadcast", op, to_string(a), to_string(b)));
-}
-
-void throw_matmul_alias(const char* op, const char* operand) {
-    throw alias_error(fmt::format(
-        "{}: out overlaps {}; a matrix product cannot write over its own inputs", op, operand));
-}
-
 void throw_tensordot_axis_count(std::size_t given_a, std::size_t given_b) {
     throw shape_error(fmt::format(
         "tensordot: {} axes given for a and {} for b; they must pair up, at most one per axis",

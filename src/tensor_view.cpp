@@ -41,9 +41,6 @@ void throw_reshape_strides(const shape& from, const shape& to) {
         "make it contiguous first (tessera::contiguous)",
         to_string(from), to_string(to)));
 }
-void throw_broadcast(const char* op, const shape& from, const shape& to) {
-    throw shape_error(fmt::format("{}: shape {} does not broadcast to {}", op, to_string(from), to_string(to)));
-}
 void throw_unsqueeze_rank() {
     throw shape_error(fmt::format("unsqueeze: the view already has the maximum rank {}", max_rank));
 }

@@ -21,7 +21,7 @@ namespace tessera {
 /// not be used from other threads.
 template <class Body>
 void parallel_for(session& s, std::size_t n, std::size_t grain, const Body& body) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     detail::parallel_range(s, n, grain == 0 ? 1 : grain, body);
 }
 

@@ -95,13 +95,6 @@ struct session_access {
         return s.core_ == &core;
     }
 
-    /// Checks that `s` is used on its own thread; always on, since a session's workspace and
-    /// counters are unsynchronised.
-    static void check_thread(const session& s) noexcept {
-        TESSERA_CHECK(s.on_owner_thread(),
-                      "tessera::session used from a thread other than the one that opened it");
-    }
-
     /// Borrows `bytes` (> 0) from the session's workspace; a warm workspace serves it without a
     /// lock or a heap call.
     static void* allocate(session& s, std::size_t bytes) {
@@ -135,6 +128,14 @@ struct session_access {
             return fn(s);
     }
 };
+
+/// Checks, at an op's entry, that `s` is used on the thread that opened it: the one check every
+/// op makes before it touches `s`. Always on, since a session's workspace and counters are
+/// unsynchronised; a failure goes to the check handler (TESSERA_CHECK).
+inline void check_session(const session& s) noexcept {
+    TESSERA_CHECK(s.on_owner_thread(),
+                  "tessera::session used from a thread other than the one that opened it");
+}
 
 /// Returns a block obtained from session_access::allocate. Lock-free when the calling thread is in
 /// a session of the block's backend.

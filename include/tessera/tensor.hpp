@@ -144,7 +144,7 @@ private:
 /// Throws allocation_error when the byte count overflows or the block cannot be allocated.
 template <element T>
 tensor<T> empty(session& s, const shape& shape) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     tensor<T> t;
     const std::size_t n = shape.count();
     if (n != 0) {

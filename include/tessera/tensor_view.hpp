@@ -3,6 +3,7 @@
 // tensor_view<const T> is the read-only form every op accepts; tensors convert to views implicitly.
 #pragma once
 
+#include <tessera/detail/broadcast.hpp>
 #include <tessera/detail/check.hpp>
 #include <tessera/shape.hpp>
 
@@ -48,7 +49,6 @@ namespace detail {
 [[noreturn]] void throw_select_index(std::size_t axis, std::ptrdiff_t index, std::size_t extent);
 [[noreturn]] void throw_reshape_count(const shape& from, const shape& to);
 [[noreturn]] void throw_reshape_strides(const shape& from, const shape& to);
-[[noreturn]] void throw_broadcast(const char* op, const shape& from, const shape& to);
 [[noreturn]] void throw_diagonal_axes(std::size_t axis);
 [[noreturn]] void throw_unsqueeze_rank();
 
@@ -252,24 +252,10 @@ public:
     /// Views this as `to` with NumPy broadcasting: size-1 and missing leading axes repeat with
     /// stride 0. Throws shape_error if the shapes are incompatible.
     tensor_view broadcast_to(const tessera::shape& to) const {
-        if (to.rank() < rank()) detail::throw_broadcast("broadcast_to", shape_, to);
+        if (!detail::broadcasts_to(shape_, to)) detail::throw_broadcast("broadcast_to", shape_, to);
         tensor_view v = *this;
         v.shape_ = to;
-        const std::size_t lead = to.rank() - rank();
-        for (std::size_t i = 0; i < to.rank(); ++i) {
-            if (i < lead) {
-                v.strides_[i] = 0;
-                continue;
-            }
-            const std::size_t from = shape_[i - lead];
-            if (from == to[i]) {
-                v.strides_[i] = strides_[i - lead];
-            } else if (from == 1) {
-                v.strides_[i] = 0;
-            } else {
-                detail::throw_broadcast("broadcast_to", shape_, to);
-            }
-        }
+        v.strides_ = detail::broadcast_strides(shape_, strides_, to);
         return v;
     }
 

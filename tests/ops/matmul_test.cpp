@@ -589,7 +589,7 @@ TEST_P(BatchedMatmulTest, BadInputThrowsBeforeWriting) {
         expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {2, 5, 5}, 1.0), out); },
                            "batched_matmul: the inner dimensions of a [2,3,4] and b [2,5,5] differ");
         expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {3, 4, 5}, 1.0), out); },
-                           "batched_matmul: the batch dimensions of a [2,3,4] and b [3,4,5] do not broadcast");
+                           "batched_matmul: the batch axes of a [2,3,4] and b [3,4,5] do not broadcast");
         expect_shape_error([&] { tessera::batched_matmul(s, tessera::full<double>(s, {4}, 1.0), a); },
                            "batched_matmul: a must have rank >= 2 but has shape [4]");
         expect_shape_error([&] { tessera::batched_matmul(s, a, tessera::full<double>(s, {4}, 1.0)); },

@@ -161,7 +161,7 @@ void check_operand_list(std::string_view spec, std::size_t n) {
 template <class T>
 void check_einsum_out(const einsum_program& p, const tensor_view<T>& out, std::span<const tensor_view<const T>> in) {
     if (!(out.shape() == p.result)) throw_einsum_out_shape(p.spec, p.result, out.shape());
-    check_writable("einsum", out);
+    check_writable("einsum", "out", out);
     if (out.size() == 0) return;
     const byte_range o = bytes_of(out);
     for (std::size_t i = 0; i < in.size(); ++i) {

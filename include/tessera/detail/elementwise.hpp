@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tessera/detail/parallel.hpp>
+#include <tessera/detail/validate.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor.hpp>
@@ -18,91 +19,9 @@
 
 namespace tessera::detail {
 
-[[noreturn]] void throw_broadcast_mismatch(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_out_shape(const char* op, const shape& out, const shape& expected);
-/// As throw_out_shape for a reduction, whose `out` may also have the shape with the reduced axes
-/// kept (`expected_keepdims`).
-[[noreturn]] void throw_reduction_out_shape(const char* op, const shape& out, const shape& expected,
-                                            const shape& expected_keepdims);
-[[noreturn]] void throw_partial_overlap(const char* op, std::size_t input);
-[[noreturn]] void throw_broadcast_output(const char* op);
-
 /// Relative cost per element of an op family, multiplied with the element count before comparing
 /// with the backend's grain: a transcendental element costs about as much as 8 additions.
 enum class cost : unsigned { cheap = 1, transcendental = 8 };
-
-/// Returns the NumPy broadcast of `a` and `b`, or throws shape_error naming `op`.
-inline shape broadcast_pair(const char* op, const shape& a, const shape& b) {
-    if (a == b) return a;
-    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
-    std::array<std::size_t, max_rank> dims{};
-    for (std::size_t i = 0; i < rank; ++i) {
-        const std::size_t x = i < rank - a.rank() ? 1 : a[i - (rank - a.rank())];
-        const std::size_t y = i < rank - b.rank() ? 1 : b[i - (rank - b.rank())];
-        if (x != y && x != 1 && y != 1) throw_broadcast_mismatch(op, a, b);
-        dims[i] = x == 1 ? y : x;
-    }
-    return shape(std::span<const std::size_t>(dims.data(), rank));
-}
-
-/// Returns the broadcast of all `shapes` (the first one for a single operand).
-template <class... Shapes>
-shape broadcast_all([[maybe_unused]] const char* op, const shape& first, const Shapes&... rest) {
-    shape result = first;
-    ((result = broadcast_pair(op, result, rest)), ...);
-    return result;
-}
-
-/// Views `v` with the strides it has when broadcast to `to`; `to` must be a valid broadcast.
-template <class T>
-tensor_view<T> broadcast_unchecked(const tensor_view<T>& v, const shape& to) noexcept {
-    if (v.shape() == to) return v;
-    stride_array st{};
-    const std::size_t lead = to.rank() - v.rank();
-    for (std::size_t i = lead; i < to.rank(); ++i)
-        st[i] = v.extent(i - lead) == 1 ? 0 : v.stride(i - lead);
-    return tensor_view<T>(v.data(), to, std::span<const std::ptrdiff_t>(st.data(), to.rank()));
-}
-
-/// The bytes a view can touch, [lo, hi); empty for a view with no elements.
-struct byte_range {
-    std::uintptr_t lo = 0, hi = 0;
-};
-template <class T>
-byte_range bytes_of(const tensor_view<T>& v) noexcept {
-    if (v.size() == 0) return {};
-    std::ptrdiff_t lo = 0, hi = 0;
-    for (std::size_t i = 0; i < v.rank(); ++i) {
-        const std::ptrdiff_t span = v.stride(i) * static_cast<std::ptrdiff_t>(v.extent(i) - 1);
-        (span < 0 ? lo : hi) += span;
-    }
-    const auto base = reinterpret_cast<std::uintptr_t>(v.data());
-    return {base + static_cast<std::uintptr_t>(lo * static_cast<std::ptrdiff_t>(sizeof(T))),
-            base + static_cast<std::uintptr_t>((hi + 1) * static_cast<std::ptrdiff_t>(sizeof(T)))};
-}
-
-/// Throws alias_error when `in` overlaps `out` without being exactly the same elements in the
-/// same order (exact aliasing is an in-place op and is allowed).
-template <class O, class I>
-void check_overlap(const char* op, const tensor_view<O>& out, const tensor_view<I>& in,
-                   std::size_t index) {
-    const byte_range a = bytes_of(out), b = bytes_of(in);
-    if (a.lo >= b.hi || b.lo >= a.hi) return;
-    // The same elements in the same order: equal start, element size and shape, and equal strides
-    // on every axis that has more than one element (an extent-1 axis's stride is never used).
-    bool same = static_cast<const void*>(out.data()) == static_cast<const void*>(in.data()) &&
-                sizeof(O) == sizeof(I) && out.shape() == in.shape();
-    for (std::size_t i = 0; same && i < out.rank(); ++i)
-        same = out.extent(i) == 1 || out.stride(i) == in.stride(i);
-    if (!same) throw_partial_overlap(op, index);
-}
-
-/// Throws alias_error when the output repeats elements (a stride-0 axis of extent > 1).
-template <class O>
-void check_writable(const char* op, const tensor_view<O>& out) {
-    for (std::size_t i = 0; i < out.rank(); ++i)
-        if (out.stride(i) == 0 && out.extent(i) > 1) throw_broadcast_output(op);
-}
 
 /// The iteration space after dropping extent-1 axes and merging axes that every operand walks
 /// contiguously: a dense [3, 4] add becomes one loop of 12.
@@ -229,7 +148,8 @@ void check_dense_overlap(const char* op, const O* out, const I* in, std::size_t 
     const auto o = reinterpret_cast<std::uintptr_t>(out);
     const auto i = reinterpret_cast<std::uintptr_t>(in);
     const bool same = o == i && sizeof(O) == sizeof(I);
-    if (!same && o < i + n * sizeof(I) && i < o + n * sizeof(O)) throw_partial_overlap(op, index);
+    if (!same && o < i + n * sizeof(I) && i < o + n * sizeof(O)) [[unlikely]]
+        throw_overlap(op, "out", operand_name("input", index), true);
 }
 
 template <class Out, class F, class... In>
@@ -244,7 +164,7 @@ void run_dense(session& s, cost c, F& f, Out* out, std::size_t n, const In*... i
 template <class Out, class F, class... In>
 void elementwise_into(session& s, const char* op, cost c, F f, const tensor_view<Out>& out,
                       const tensor_view<const In>&... in) {
-    session_access::check_thread(s);
+    check_session(s);
     std::size_t index = 0;
     if (all_dense_same_shape(out, in...)) {
         (check_dense_overlap(op, out.data(), in.data(), out.size(), index++), ...);
@@ -253,10 +173,10 @@ void elementwise_into(session& s, const char* op, cost c, F f, const tensor_view
     }
     if constexpr (sizeof...(In) > 0) {
         const shape result = broadcast_all(op, in.shape()...);
-        if (!(out.shape() == result)) throw_out_shape(op, out.shape(), result);
+        if (!(out.shape() == result)) throw_out_shape(op, "out", out.shape(), result);
     }
-    check_writable(op, out);
-    (check_overlap(op, out, in, index++), ...);
+    check_writable(op, "out", out);
+    (check_in_place(op, "out", out, operand_name("input", index++), in), ...);
     run_elementwise(s, c, f, out, broadcast_unchecked(in, out.shape())...);
 }
 
@@ -264,7 +184,7 @@ void elementwise_into(session& s, const char* op, cost c, F f, const tensor_view
 template <class R, class F, class... In>
 tensor<R> elementwise_new(session& s, const char* op, cost c, F f,
                           const tensor_view<const In>&... in) {
-    session_access::check_thread(s);
+    check_session(s);
     const shape result = broadcast_all(op, in.shape()...);
     tensor<R> out = empty<R>(s, result);
     if (((in.shape() == result && in.is_contiguous()) && ...)) {

@@ -7,6 +7,7 @@
 
 #include <tessera/detail/elementwise.hpp>
 #include <tessera/detail/small_matmul.hpp>
+#include <tessera/detail/validate.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
@@ -24,22 +25,11 @@ namespace tessera::detail {
 [[noreturn]] void throw_matmul_rank(const char* op, const char* operand, const shape& s,
                                     std::size_t rank, bool exact);
 [[noreturn]] void throw_matmul_inner(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_matmul_batch(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_matmul_alias(const char* op, const char* operand);
 [[noreturn]] void throw_tensordot_axis_count(std::size_t given_a, std::size_t given_b);
 [[noreturn]] void throw_tensordot_extent(std::size_t axis_a, std::size_t axis_b, const shape& a,
                                          const shape& b);
 [[noreturn]] void throw_result_rank(const char* op, std::size_t rank);
 [[noreturn]] void throw_vdot_size(const char* op, const shape& a, const shape& b);
-
-/// Throws alias_error if `out` shares any byte with `in`. Unlike check_overlap, exact aliasing
-/// is refused too: a product reads its inputs after it has started writing.
-template <class T>
-void check_disjoint(const char* op, const tensor_view<T>& out, const tensor_view<const T>& in,
-                    const char* operand) {
-    const byte_range o = bytes_of(out), i = bytes_of(in);
-    if (o.lo < i.hi && i.lo < o.hi) throw_matmul_alias(op, operand);
-}
 
 /// The first `count` extents of `s`.
 inline shape leading_dims(const shape& s, std::size_t count) noexcept {
@@ -172,28 +162,16 @@ shape check_batched(const char* op, const tensor_view<const T>& a, const tensor_
     if (b.rank() < 2) throw_matmul_rank(op, "b", b.shape(), 2, false);
     const std::size_t ra = a.rank(), rb = b.rank();
     if (a.extent(ra - 1) != b.extent(rb - 2)) throw_matmul_inner(op, a.shape(), b.shape());
-    const shape ba = leading_dims(a.shape(), ra - 2), bb = leading_dims(b.shape(), rb - 2);
-    std::array<std::size_t, max_rank> dims{};
-    const std::size_t rank = std::max(ba.rank(), bb.rank());
-    for (std::size_t i = 0; i < rank; ++i) {
-        const std::size_t x = i < rank - ba.rank() ? 1 : ba[i - (rank - ba.rank())];
-        const std::size_t y = i < rank - bb.rank() ? 1 : bb[i - (rank - bb.rank())];
-        if (x != y && x != 1 && y != 1) throw_matmul_batch(op, a.shape(), b.shape());
-        dims[i] = x == 1 ? y : x;
-    }
-    dims[rank] = a.extent(ra - 2);
-    dims[rank + 1] = b.extent(rb - 1);
-    return shape(std::span<const std::size_t>(dims.data(), rank + 2));
+    return batch_and(broadcast_shapes(op, a.shape(), b.shape(), 2), {a.extent(ra - 2), b.extent(rb - 1)});
 }
 
 /// Checks an out-parameter against the result shape and the inputs, before anything is written.
 template <class T>
 void check_product_out(const char* op, const tensor_view<T>& out, const shape& expected,
                        const tensor_view<const T>& a, const tensor_view<const T>& b) {
-    if (!(out.shape() == expected)) throw_out_shape(op, out.shape(), expected);
-    check_writable(op, out);
-    check_disjoint(op, out, a, "a");
-    check_disjoint(op, out, b, "b");
+    check_out(op, "out", out, expected);
+    check_disjoint(op, "out", out, "a", a);
+    check_disjoint(op, "out", out, "b", b);
 }
 
 /// The contraction behind tensordot and dot, after the caller checked `out` (shape, overlap).

@@ -7,6 +7,7 @@
 #include <tessera/detail/parallel.hpp>
 #include <tessera/detail/reduce_leaves.hpp>
 #include <tessera/detail/runtime.hpp>
+#include <tessera/detail/validate.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor.hpp>
@@ -457,14 +458,14 @@ private:
 template <class P, class T>
 void reduce_into(session& s, const char* op, const tensor_view<const T>& in, const axis_list& axes,
                  const tensor_view<typename P::result>& out) {
-    session_access::check_thread(s);
+    check_session(s);
     const std::uint32_t mask = reduction_mask(op, axes, in.rank());
     const bool keep_dims = mask != 0 && out.rank() == in.rank();
     if (!(out.shape() == reduced_shape(in.shape(), mask, keep_dims)))
-        throw_reduction_out_shape(op, out.shape(), reduced_shape(in.shape(), mask, false),
-                                  reduced_shape(in.shape(), mask, true));
-    check_writable(op, out);
-    check_overlap(op, out, in, 0);
+        throw_out_shape(op, "out", out.shape(), reduced_shape(in.shape(), mask, false),
+                        reduced_shape(in.shape(), mask, true));
+    check_writable(op, "out", out);
+    check_in_place(op, "out", out, operand_name("input", 0), in);
     if constexpr (P::needs_elements) check_nonempty(op, in.shape(), mask);
     const auto plan = plan_reduction(in, mask, keep_dims, out, !P::uses_index);
     reduction_runner<P, T, typename P::result>(plan).run(s);
@@ -475,7 +476,7 @@ template <class P, class T>
 tensor<typename P::result> reduce_new(session& s, const char* op, const tensor_view<const T>& in,
                                       const axis_list& axes, bool keep_dims) {
     using R = typename P::result;
-    session_access::check_thread(s);
+    check_session(s);
     const std::uint32_t mask = reduction_mask(op, axes, in.rank());
     if constexpr (P::needs_elements) check_nonempty(op, in.shape(), mask);
     tensor<R> out = empty<R>(s, reduced_shape(in.shape(), mask, keep_dims));

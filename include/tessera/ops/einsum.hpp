@@ -54,7 +54,7 @@ struct einsum_plan_access;
 template <class T, std::size_t Cap>
 const einsum_program& einsum_program_for(session& s, std::string_view spec,
                                          std::span<const tensor_view<const T>> in) {
-    session_access::check_thread(s);
+    check_session(s);
     check_operand_list<Cap>(spec, in.size());
     std::array<const shape*, Cap> shapes;
     for (std::size_t i = 0; i < in.size(); ++i) shapes[i] = &in[i].shape();
@@ -242,7 +242,7 @@ private:
     // The bodies shared by the pack and list forms; Cap bounds the list (a pack passes its size).
     template <std::size_t Cap>
     tensor<T> run_new(session& s, std::span<const tensor_view<const T>> in) const {
-        detail::session_access::check_thread(s);
+        detail::check_session(s);
         check_operands<Cap>(in);
         tensor<T> out = empty<T>(s, program_->result);
         detail::run_einsum<T, Cap>(s, *program_, in, out.view());
@@ -252,7 +252,7 @@ private:
     template <std::size_t Cap>
     void run_write(session& s, std::span<const tensor_view<const T>> in,
                    const tensor_view<T>& out) const {
-        detail::session_access::check_thread(s);
+        detail::check_session(s);
         check_operands<Cap>(in);
         detail::check_einsum_out<T>(*program_, out, in);
         detail::run_einsum<T, Cap>(s, *program_, in, out);
@@ -290,7 +290,7 @@ struct einsum_plan_access {
     template <class T, class... S>
     static einsum_plan<T> prepare_pack(session& s, std::string_view spec,
                                        std::span<const path_step> path, const S&... shapes) {
-        session_access::check_thread(s);
+        check_session(s);
         const std::array<const shape*, sizeof...(S)> list{&shapes...};
         return prepare<T>(s, spec, path, list);
     }
@@ -299,7 +299,7 @@ struct einsum_plan_access {
     static einsum_plan<T> prepare_list(session& s, std::string_view spec,
                                        std::span<const path_step> path,
                                        std::span<const shape> shapes) {
-        session_access::check_thread(s);
+        check_session(s);
         check_operand_list<max_einsum_operands>(spec, shapes.size());
         std::array<const shape*, max_einsum_operands> list;
         for (std::size_t i = 0; i < shapes.size(); ++i) list[i] = &shapes[i];

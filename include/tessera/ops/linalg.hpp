@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/validate.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/error.hpp>
 #include <tessera/session.hpp>
@@ -156,11 +157,6 @@ namespace detail {
                                        std::size_t items, int info);
 [[noreturn]] void throw_not_square(const char* op, const char* operand, const shape& s);
 [[noreturn]] void throw_rhs_shape(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_batch_mismatch(const char* op, const shape& a, const shape& b);
-[[noreturn]] void throw_linalg_out_shape(const char* op, const char* name, const shape& got,
-                                         const shape& expected);
-[[noreturn]] void throw_linalg_overlap(const char* op, const char* out, const char* other);
-[[noreturn]] void throw_linalg_repeated_out(const char* op, const char* name);
 
 // ---- validation -------------------------------------------------------------------------------
 
@@ -168,64 +164,6 @@ namespace detail {
 inline std::size_t square_extent(const char* op, const char* operand, const shape& s) {
     if (s.rank() < 2 || s[s.rank() - 1] != s[s.rank() - 2]) throw_not_square(op, operand, s);
     return s[s.rank() - 1];
-}
-
-/// Returns the first rank - core extents of `s`.
-inline shape leading_axes(const shape& s, std::size_t core) noexcept {
-    return shape::unchecked(s.dims().first(s.rank() - core));
-}
-
-/// Returns `batch` followed by `core` (checked: the count may overflow after broadcasting).
-inline shape batch_and(const shape& batch, std::initializer_list<std::size_t> core) {
-    std::array<std::size_t, max_rank + 2> dims{};
-    std::size_t r = 0;
-    for (std::size_t d : batch.dims()) dims[r++] = d;
-    for (std::size_t d : core) dims[r++] = d;
-    return shape(std::span<const std::size_t>(dims.data(), r));
-}
-
-/// Returns the broadcast of the batch axes of `a` and `b` (each with `core` trailing matrix axes
-/// left out), or throws shape_error naming both full shapes.
-inline shape broadcast_batches(const char* op, const shape& a, const shape& b) {
-    const shape x = leading_axes(a, 2), y = leading_axes(b, 2);
-    const std::size_t rank = std::max(x.rank(), y.rank());
-    for (std::size_t i = 0; i < rank; ++i) {
-        const std::size_t p = i < rank - x.rank() ? 1 : x[i - (rank - x.rank())];
-        const std::size_t q = i < rank - y.rank() ? 1 : y[i - (rank - y.rank())];
-        if (p != q && p != 1 && q != 1) throw_batch_mismatch(op, a, b);
-    }
-    return broadcast_pair(op, x, y);
-}
-
-/// Checks an out-parameter's shape and that it repeats no element.
-template <class O>
-void check_linalg_out(const char* op, const char* name, const tensor_view<O>& out,
-                      const shape& expected) {
-    if (!(out.shape() == expected)) throw_linalg_out_shape(op, name, out.shape(), expected);
-    for (std::size_t i = 0; i < out.rank(); ++i)
-        if (out.stride(i) == 0 && out.extent(i) > 1) throw_linalg_repeated_out(op, name);
-}
-
-inline bool ranges_overlap(const byte_range& a, const byte_range& b) noexcept {
-    return a.lo < b.hi && b.lo < a.hi;
-}
-
-/// Throws alias_error when `out` overlaps input `in` without being exactly the same view.
-template <class O, class I>
-void check_out_vs_input(const char* op, const char* out_name, const tensor_view<O>& out,
-                        const char* in_name, const tensor_view<I>& in) {
-    if (!ranges_overlap(bytes_of(out), bytes_of(in))) return;
-    const bool same = std::is_same_v<std::remove_const_t<O>, std::remove_const_t<I>> &&
-                      static_cast<const void*>(out.data()) == static_cast<const void*>(in.data()) &&
-                      out.shape() == in.shape() && out.stride_values() == in.stride_values();
-    if (!same) throw_linalg_overlap(op, out_name, in_name);
-}
-
-/// Throws alias_error when two views share any byte (two outs, or info and anything).
-template <class X, class Y>
-void check_disjoint(const char* op, const char* x_name, const tensor_view<X>& x, const char* y_name,
-                    const tensor_view<Y>& y) {
-    if (ranges_overlap(bytes_of(x), bytes_of(y))) throw_linalg_overlap(op, x_name, y_name);
 }
 
 /// How a run treats an item whose kernel returns a non-zero code.
@@ -293,11 +231,11 @@ void check_outs_disjoint(const char* op, const First& first, const Rest&... rest
 template <class T, class... Outs>
 void validate_unary(const char* op, const tensor_view<const T>& a, const tensor_view<std::int32_t>* info,
                     const Outs&... outs) {
-    (check_linalg_out(op, outs.name, outs.view, outs.expected), ...);
-    (check_out_vs_input(op, outs.name, outs.view, "a", a), ...);
+    (check_out(op, outs.name, outs.view, outs.expected), ...);
+    (check_in_place(op, outs.name, outs.view, "a", a), ...);
     check_outs_disjoint(op, outs...);
     if (info != nullptr) {
-        check_linalg_out(op, "info", *info, leading_axes(a.shape(), 2));
+        check_out(op, "info", *info, leading_axes(a.shape(), 2));
         check_disjoint(op, "info", *info, "a", a);
         (check_disjoint(op, "info", *info, outs.name, outs.view), ...);
     }
@@ -312,7 +250,7 @@ void validate_unary(const char* op, const tensor_view<const T>& a, const tensor_
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> inverse(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("inverse", "a", av.shape());
     tensor<T> out = empty<T>(s, av.shape());
@@ -324,7 +262,7 @@ tensor<T> inverse(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void inverse(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("inverse", "a", av.shape());
     detail::validate_unary("inverse", av, nullptr, detail::named_out{"out", out, av.shape()});
@@ -336,7 +274,7 @@ void inverse(session& s, const A& a, const std::type_identity_t<tensor_view<T>>&
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void inverse(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out, const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("inverse", "a", av.shape());
     detail::validate_unary("inverse", av, &info, detail::named_out{"out", out, av.shape()});
@@ -350,15 +288,15 @@ template <class T>
 shape validate_solve(const char* op, const tensor_view<const T>& a, const tensor_view<const T>& b) {
     const std::size_t n = square_extent(op, "a", a.shape());
     if (b.rank() < 2 || b.extent(b.rank() - 2) != n) throw_rhs_shape(op, a.shape(), b.shape());
-    const shape batch = broadcast_batches(op, a.shape(), b.shape());
+    const shape batch = broadcast_shapes(op, a.shape(), b.shape(), 2);
     return batch_and(batch, {n, b.extent(b.rank() - 1)});
 }
 template <class T>
 void validate_solve_out(const char* op, const tensor_view<const T>& a, const tensor_view<const T>& b,
                         const tensor_view<T>& out, const shape& expected) {
-    check_linalg_out(op, "out", out, expected);
-    check_out_vs_input(op, "out", out, "a", a);
-    check_out_vs_input(op, "out", out, "b", b);
+    check_out(op, "out", out, expected);
+    check_in_place(op, "out", out, "a", a);
+    check_in_place(op, "out", out, "b", b);
 }
 }  // namespace detail
 
@@ -367,7 +305,7 @@ void validate_solve_out(const char* op, const tensor_view<const T>& a, const ten
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires linalg_element<T> && std::same_as<T, value_of_t<B>>
 tensor<T> solve(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a), bv = as_view(b);
     const shape result = detail::validate_solve("solve", av, bv);
     tensor<T> out = empty<T>(s, result);
@@ -381,7 +319,7 @@ tensor<T> solve(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires linalg_element<T> && std::same_as<T, value_of_t<B>>
 void solve(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a), bv = as_view(b);
     const shape result = detail::validate_solve("solve", av, bv);
     detail::validate_solve_out("solve", av, bv, out, result);
@@ -394,12 +332,12 @@ template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires linalg_element<T> && std::same_as<T, value_of_t<B>>
 void solve(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out,
            const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a), bv = as_view(b);
     const shape result = detail::validate_solve("solve", av, bv);
     detail::validate_solve_out("solve", av, bv, out, result);
     const shape batch = detail::leading_axes(result, 2);
-    detail::check_linalg_out("solve", "info", info, batch);
+    detail::check_out("solve", "info", info, batch);
     detail::check_disjoint("solve", "info", info, "a", av);
     detail::check_disjoint("solve", "info", info, "b", bv);
     detail::check_disjoint("solve", "info", info, "out", out);
@@ -414,7 +352,7 @@ void solve(session& s, const A& a, const B& b, const std::type_identity_t<tensor
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> cholesky(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("cholesky", "a", av.shape());
     tensor<T> out = empty<T>(s, av.shape());
@@ -426,7 +364,7 @@ tensor<T> cholesky(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void cholesky(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("cholesky", "a", av.shape());
     detail::validate_unary("cholesky", av, nullptr, detail::named_out{"out", out, av.shape()});
@@ -438,7 +376,7 @@ void cholesky(session& s, const A& a, const std::type_identity_t<tensor_view<T>>
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void cholesky(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out, const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("cholesky", "a", av.shape());
     detail::validate_unary("cholesky", av, &info, detail::named_out{"out", out, av.shape()});
@@ -454,7 +392,7 @@ void cholesky(session& s, const A& a, const std::type_identity_t<tensor_view<T>>
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 lu_result<T> lu(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("lu", "a", av.shape());
     lu_result<T> r{empty<T>(s, av.shape()),
@@ -468,7 +406,7 @@ lu_result<T> lu(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_out, const tensor_view<std::int64_t>& pivots) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("lu", "a", av.shape());
     detail::validate_unary(
@@ -483,7 +421,7 @@ template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_out, const tensor_view<std::int64_t>& pivots,
         const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("lu", "a", av.shape());
     detail::validate_unary(
@@ -501,7 +439,7 @@ void lu(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& lu_o
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<T> det(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("det", "a", av.shape());
     tensor<T> out = empty<T>(s, detail::leading_axes(av.shape(), 2));
@@ -513,7 +451,7 @@ tensor<T> det(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void det(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("det", "a", av.shape());
     detail::validate_unary("det", av, nullptr,
@@ -526,7 +464,7 @@ void det(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& out
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 slogdet_result<T> slogdet(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("slogdet", "a", av.shape());
     const shape batch = detail::leading_axes(av.shape(), 2);
@@ -541,7 +479,7 @@ template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void slogdet(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& sign,
              const tensor_view<real_type_t<T>>& logabs) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("slogdet", "a", av.shape());
     const shape batch = detail::leading_axes(av.shape(), 2);
@@ -557,7 +495,7 @@ void slogdet(session& s, const A& a, const std::type_identity_t<tensor_view<T>>&
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 qr_result<T> qr(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("qr", "a", av.shape());
     qr_result<T> r{empty<T>(s, av.shape()), empty<T>(s, av.shape())};
@@ -569,7 +507,7 @@ qr_result<T> qr(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void qr(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& q, const std::type_identity_t<tensor_view<T>>& r) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     detail::square_extent("qr", "a", av.shape());
     detail::validate_unary("qr", av, nullptr, detail::named_out{"q", q, av.shape()},
@@ -584,7 +522,7 @@ void qr(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& q, c
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 svd_result<T> svd(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svd", "a", av.shape());
     svd_result<T> r{empty<T>(s, av.shape()),
@@ -600,7 +538,7 @@ template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void svd(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& u, const tensor_view<real_type_t<T>>& sv,
          const std::type_identity_t<tensor_view<T>>& vh) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svd", "a", av.shape());
     detail::validate_unary(
@@ -614,7 +552,7 @@ void svd(session& s, const A& a, const std::type_identity_t<tensor_view<T>>& u, 
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<real_type_t<T>> svdvals(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svdvals", "a", av.shape());
     tensor<real_type_t<T>> out = empty<real_type_t<T>>(
@@ -627,7 +565,7 @@ tensor<real_type_t<T>> svdvals(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void svdvals(session& s, const A& a, const tensor_view<real_type_t<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("svdvals", "a", av.shape());
     detail::validate_unary(
@@ -644,7 +582,7 @@ void svdvals(session& s, const A& a, const tensor_view<real_type_t<T>>& out) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 eigh_result<T> eigh(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigh", "a", av.shape());
     eigh_result<T> r{empty<real_type_t<T>>(
@@ -659,7 +597,7 @@ eigh_result<T> eigh(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void eigh(session& s, const A& a, const tensor_view<real_type_t<T>>& w, const std::type_identity_t<tensor_view<T>>& v) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigh", "a", av.shape());
     detail::validate_unary(
@@ -675,7 +613,7 @@ template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void eigh(session& s, const A& a, const tensor_view<real_type_t<T>>& w, const std::type_identity_t<tensor_view<T>>& v,
           const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigh", "a", av.shape());
     detail::validate_unary(
@@ -694,7 +632,7 @@ void eigh(session& s, const A& a, const tensor_view<real_type_t<T>>& w, const st
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 tensor<real_type_t<T>> eigvalsh(session& s, const A& a) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
     tensor<real_type_t<T>> w = empty<real_type_t<T>>(
@@ -707,7 +645,7 @@ tensor<real_type_t<T>> eigvalsh(session& s, const A& a) {
 template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void eigvalsh(session& s, const A& a, const tensor_view<real_type_t<T>>& w) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
     detail::validate_unary(
@@ -722,7 +660,7 @@ template <tensor_like A, class T = value_of_t<A>>
     requires linalg_element<T>
 void eigvalsh(session& s, const A& a, const tensor_view<real_type_t<T>>& w,
               const tensor_view<std::int32_t>& info) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> av = as_view(a);
     const std::size_t n = detail::square_extent("eigvalsh", "a", av.shape());
     detail::validate_unary(

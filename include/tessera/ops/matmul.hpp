@@ -31,7 +31,7 @@ namespace tessera {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> matmul(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     tensor<T> out = empty<T>(s, detail::check_matmul_2d<T>("matmul", av, bv));
@@ -47,7 +47,7 @@ tensor<T> matmul(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, writable_tensor O, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && std::same_as<T, writable_value_t<O>> && floating<T>
 void matmul(session& s, const A& a, const B& b, O&& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     if (detail::try_tiny_square<T>(s, a, b, out)) return;
     const tensor_view<T> o = as_writable_view(out);
     const auto av = as_view(a);
@@ -62,7 +62,7 @@ template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 void matmul(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out,
             std::type_identity_t<T> alpha, std::type_identity_t<T> beta) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("matmul", out, detail::check_matmul_2d<T>("matmul", av, bv), av, bv);
@@ -83,7 +83,7 @@ void matmul(session& s, const A& a, const B& b, const std::type_identity_t<tenso
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> batched_matmul(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     tensor<T> out = empty<T>(s, detail::check_batched<T>("batched_matmul", av, bv));
@@ -96,7 +96,7 @@ tensor<T> batched_matmul(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 void batched_matmul(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("batched_matmul", out, detail::check_batched<T>("batched_matmul", av, bv),
@@ -115,7 +115,7 @@ template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> tensordot(session& s, const A& a, const B& b, const axis_list& axes_a,
                     const axis_list& axes_b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_contraction(av.shape(), bv.shape(), axes_a, axes_b);
@@ -130,7 +130,7 @@ template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 void tensordot(session& s, const A& a, const B& b, const axis_list& axes_a, const axis_list& axes_b,
                const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_contraction(av.shape(), bv.shape(), axes_a, axes_b);
@@ -155,7 +155,7 @@ contraction plan_dot(const tensor_view<const T>& a, const tensor_view<const T>& 
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> dot(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_dot<T>(av, bv);
@@ -171,7 +171,7 @@ tensor<T> dot(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 void dot(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     const detail::contraction plan = detail::plan_dot<T>(av, bv);
@@ -188,7 +188,7 @@ void dot(session& s, const A& a, const B& b, const std::type_identity_t<tensor_v
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 T vdot(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     if (av.size() != bv.size()) detail::throw_vdot_size("vdot", av.shape(), bv.shape());
@@ -200,7 +200,7 @@ T vdot(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 tensor<T> outer(session& s, const A& a, const B& b) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     tensor<T> out = empty<T>(s, shape{av.size(), bv.size()});
@@ -213,7 +213,7 @@ tensor<T> outer(session& s, const A& a, const B& b) {
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && floating<T>
 void outer(session& s, const A& a, const B& b, const std::type_identity_t<tensor_view<T>>& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("outer", out, shape{av.size(), bv.size()}, av, bv);

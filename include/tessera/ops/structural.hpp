@@ -8,6 +8,7 @@
 
 #include <tessera/detail/elementwise.hpp>
 #include <tessera/detail/parallel.hpp>
+#include <tessera/detail/validate.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
@@ -41,15 +42,6 @@ namespace detail {
 /// as fast as 16 or 64 on ragged sizes and faster than 64 when the row pitch is a power of two
 /// (4096 floats), where the rows of a taller tile contend for the same L1 sets.
 inline constexpr std::size_t transpose_tile = 32;
-
-/// Returns true when `from` broadcasts to `to` (NumPy rules, `to` unchanged).
-inline bool broadcasts_to(const shape& from, const shape& to) noexcept {
-    if (from.rank() > to.rank()) return false;
-    const std::size_t lead = to.rank() - from.rank();
-    for (std::size_t i = 0; i < from.rank(); ++i)
-        if (from[i] != 1 && from[i] != to[i + lead]) return false;
-    return true;
-}
 
 /// Axes of a (destination, source) pair of one shape, reordered for copying.
 struct copy_axes {
@@ -86,24 +78,6 @@ inline copy_axes order_for_copy(const shape& s, const stride_array& dst,
     }
     out.extents = shape::unchecked(std::span<const std::size_t>(dims.data(), rank));
     return out;
-}
-
-/// Returns true when two views of one shape are exactly the same elements in the same order.
-/// Only the first rank() strides count: entries past the rank carry no meaning (a reshape to a
-/// lower rank may leave old values there).
-template <class T>
-bool same_elements(const tensor_view<T>& a, const tensor_view<const T>& b) noexcept {
-    if (static_cast<const T*>(a.data()) != b.data() || !(a.shape() == b.shape())) return false;
-    for (std::size_t i = 0; i < a.rank(); ++i)
-        if (a.extent(i) > 1 && a.stride(i) != b.stride(i)) return false;
-    return true;
-}
-
-/// Throws alias_error when `in` overlaps `out` without being exactly the same elements.
-template <class T>
-void check_partial_overlap(const char* op, const tensor_view<T>& out,
-                           const tensor_view<const T>& in, std::size_t index) {
-    if (!same_elements(out, in)) check_overlap(op, out, in, index);
 }
 
 /// Copies one tile: rows walk the source's fast axis, columns the destination's.
@@ -288,9 +262,9 @@ template <class T>
 tensor_view<const T> check_copy(const char* op, const tensor_view<T>& dst,
                                 const tensor_view<const T>& src) {
     if (!broadcasts_to(src.shape(), dst.shape())) throw_broadcast(op, src.shape(), dst.shape());
-    check_writable(op, dst);
+    check_writable(op, "out", dst);
     const tensor_view<const T> b = broadcast_unchecked(src, dst.shape());
-    check_partial_overlap(op, dst, b, 0);
+    check_in_place(op, "out", dst, operand_name("input", 0), b);
     return b;
 }
 
@@ -331,9 +305,8 @@ shape join_shape(const char* op, bool stack, std::span<const tensor_view<const T
 template <class T>
 void check_join_out(const char* op, std::span<const tensor_view<const T>> in,
                     const shape& result, const tensor_view<T>& out) {
-    if (!(out.shape() == result)) throw_out_shape(op, out.shape(), result);
-    check_writable(op, out);
-    for (std::size_t i = 0; i < in.size(); ++i) check_partial_overlap(op, out, in[i], i);
+    check_out(op, "out", out, result);
+    for (std::size_t i = 0; i < in.size(); ++i) check_in_place(op, "out", out, operand_name("input", i), in[i]);
 }
 
 /// Copies each input into its part of `out` (validated): one copy, so at most one dispatch,
@@ -358,7 +331,7 @@ void join_run(session& s, bool stack, std::span<const tensor_view<const T>> in, 
 template <class T>
 tensor<T> join_new(session& s, const char* op, bool stack,
                    std::span<const tensor_view<const T>> in, std::ptrdiff_t axis) {
-    session_access::check_thread(s);
+    check_session(s);
     std::size_t norm = 0;
     const shape result = join_shape(op, stack, in, axis, norm);
     tensor<T> out = empty<T>(s, result);
@@ -369,7 +342,7 @@ tensor<T> join_new(session& s, const char* op, bool stack,
 template <class T>
 void join_into(session& s, const char* op, bool stack, std::span<const tensor_view<const T>> in,
                std::ptrdiff_t axis, const tensor_view<T>& out) {
-    session_access::check_thread(s);
+    check_session(s);
     std::size_t norm = 0;
     const shape result = join_shape(op, stack, in, axis, norm);
     check_join_out(op, in, result, out);
@@ -402,7 +375,7 @@ tensor<T> contiguous(session& s, const V& v) {
 template <tensor_like S, class T = value_of_t<S>>
     requires element<T>
 void copy(session& s, const S& src, const tensor_view<std::type_identity_t<T>>& dst) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<const T> from = detail::check_copy("copy", dst, as_view(src));
     detail::copy_unchecked(s, dst, from);
 }
@@ -413,9 +386,9 @@ void copy(session& s, const S& src, const tensor_view<std::type_identity_t<T>>& 
 /// (none when `out` is empty).
 template <writable_tensor O, class T = writable_value_t<O>>
 void fill(session& s, std::type_identity_t<T> value, O&& out) {
-    detail::session_access::check_thread(s);
+    detail::check_session(s);
     const tensor_view<T> dst = as_writable_view(out);
-    detail::check_writable("fill", dst);
+    detail::check_writable("fill", "out", dst);
     if (dst.size() == 0) return;
     const stride_array none{};
     const detail::copy_axes ax = detail::order_for_copy(dst.shape(), dst.stride_values(), none);
