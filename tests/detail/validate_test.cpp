@@ -7,21 +7,15 @@
 #include <string>
 #include <tessera/tessera.hpp>
 
+#include "support/messages.hpp"
+
 namespace {
 
 using tessera::shape;
 using tessera::tensor_view;
 namespace detail = tessera::detail;
 
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const E& e) {
-        return e.what();
-    }
-    return "(nothing thrown)";
-}
+using tessera::test::message_of;
 
 TEST(BroadcastTest, BroadcastsWholeShapesAndBatchAxesByOneRule) {
     EXPECT_EQ(detail::broadcast_shapes("add", shape{3, 1}, shape{4}), (shape{3, 4}));

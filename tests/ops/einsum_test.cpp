@@ -3,6 +3,7 @@
 // shapes; strided operands and outputs; contraction paths; runtime operand lists against the argument forms; the plan cache's
 // hit, miss and eviction counts; heap allocations of warm calls; every kind of bad input, before
 // anything is written.
+#include "support/messages.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"
@@ -843,16 +844,7 @@ TEST(EinsumErrorTest, BadInputNamesTheSpecAndTheCulpritBeforeWriting) {
     });
 }
 
-// Returns the message of the E that fn throws ("no exception" if none).
-template <class E, class Fn>
-std::string message_of(Fn fn) {
-    try {
-        fn();
-    } catch (const E& e) {
-        return e.what();
-    }
-    return "no exception";
-}
+using tessera::test::message_of;
 
 TEST(EinsumErrorTest, ListFormsThrowWhatTheArgumentFormsThrowBeforeWriting) {
     backend be{backend_options{}.with_threads(2)};

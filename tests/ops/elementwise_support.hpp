@@ -3,6 +3,7 @@
 // with its reference, accepted element types, input domains and cost class.
 #pragma once
 
+#include "support/messages.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"
@@ -418,19 +419,7 @@ inline ::testing::AssertionResult same_shape(const shape& got, const shape& want
     return ::testing::AssertionFailure() << "shape " << text(got) << ", want " << text(want);
 }
 
-/// Runs `f` and returns the message of the E it throws, or a marker when it throws nothing or
-/// something else.
-template <class E, class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        return std::string("<another exception: ") + e.what() + ">";
-    }
-    return "<no exception>";
-}
+using tessera::test::message_of;
 
 // ---------------------------------------------------------------------------------------------
 // The op tables: each row names an op, its reference, the element types it must accept, the input

@@ -1,6 +1,7 @@
 // linalg: every op against float64-or-better references on fresh random inputs (reconstruction
 // checks where the factors are not unique), broadcast batches, strided inputs and outputs, per-item
 // failures (exceptions and the info form), bad input, dispatch counts and heap allocations.
+#include "support/messages.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"
@@ -1347,15 +1348,7 @@ TEST(LinalgTest, NanInputPropagatesWithoutAnError) {
 
 // ---- bad input -----------------------------------------------------------------------------------
 
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const tessera::error& e) {
-        return e.what();
-    }
-    return "no exception";
-}
+using tessera::test::message_of;
 
 TEST(LinalgTest, BadShapesThrowBeforeAnythingIsWritten) {
     backend be{backend_options{}.with_threads(1)};

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/messages.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
 #include "support/random.hpp"
@@ -616,15 +617,7 @@ TEST_P(ReduceTest, ResultsAreBitwiseIdenticalToAOneThreadRun) {
     EXPECT_EQ(std::memcmp(b.data(), c.data(), b.size() * sizeof(double)), 0);
 }
 
-template <class Fn>
-std::string message_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const tessera::error& e) {
-        return e.what();
-    }
-    return "no exception";
-}
+using tessera::test::message_of;
 
 // The out form takes the result's shape with or without the reduced axes kept: both hold the same
 // elements in the same order, and out's rank says which it is.

@@ -12,6 +12,7 @@
 #include <tessera/tessera.hpp>
 #include <vector>
 
+#include "support/messages.hpp"
 #include "support/backends.hpp"
 
 namespace {
@@ -23,15 +24,7 @@ using tessera::shape;
 using tessera::tensor;
 using tessera::tensor_view;
 
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const E& e) {
-        return e.what();
-    }
-    return "(nothing thrown)";
-}
+using tessera::test::message_of;
 
 template <class T>
 std::vector<T> snapshot(const tensor<T>& t) {
