@@ -1,14 +1,15 @@
 // src/linalg_batch.hpp - what the batched linear algebra ops (tessera/ops/linalg.hpp) share: the
-// batch walk (a kernel per chunk, called per item with the operands' offsets), failure reporting,
-// size classes, and the moves of one matrix between a strided operand and an Eigen matrix.
-// Private to the library: each src/linalg_*.cpp holds the kernels and op bodies of one family
-// beside their instantiation for float, double, complex<float> and complex<double>, so that the
-// Eigen decompositions compile once, in parallel, and never in a user's translation unit.
-// Includes Eigen's core only; each family includes its decomposition.
+// batch walk (a kernel per chunk, called per item with the operands' offsets from the cursor of
+// detail/iteration.hpp), failure reporting, size classes, and the moves of one matrix between a
+// strided operand and an Eigen matrix. Private to the library: each src/linalg_*.cpp holds the
+// kernels and op bodies of one family beside their instantiation for the four element types, so
+// that the Eigen decompositions compile once, in parallel, and never in a user's translation
+// unit. Includes Eigen's core only; each family includes its decomposition.
 #pragma once
 
 // eigen.hpp configures Eigen, so it comes before anything that may include Eigen.
 #include <tessera/eigen.hpp>
+#include <tessera/detail/iteration.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/ops/linalg.hpp>
 
@@ -19,51 +20,8 @@
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <utility>
 
 namespace tessera::detail {
-
-/// The strides of `v`'s batch axes (all but the last `core`) as seen from the broadcast `batch`.
-template <class T>
-stride_array batch_strides(const tensor_view<T>& v, std::size_t core, const shape& batch) noexcept {
-    stride_array st{};
-    const std::size_t own = v.rank() - core;
-    const std::size_t lead = batch.rank() - own;
-    for (std::size_t i = lead; i < batch.rank(); ++i)
-        st[i] = v.extent(i - lead) == 1 ? 0 : v.stride(i - lead);
-    return st;
-}
-
-/// Calls `fn(item, offsets)` for items [begin, end) of the collapsed batch `it`, where offsets[k]
-/// is operand k's element offset; stops early when `fn` returns false.
-template <std::size_t K, class Fn>
-void walk_batch(const iteration<K>& it, std::size_t begin, std::size_t end, Fn&& fn) {
-    std::array<std::size_t, max_rank> index{};
-    std::array<std::ptrdiff_t, K> off{};
-    std::size_t rest = begin;
-    for (std::size_t a = it.rank; a-- > 0;) {
-        index[a] = rest % it.extents[a];
-        rest /= it.extents[a];
-    }
-    for (std::size_t a = 0; a < it.rank; ++a)
-        for (std::size_t k = 0; k < K; ++k)
-            off[k] += static_cast<std::ptrdiff_t>(index[a]) * it.strides[k][a];
-    const std::size_t last = it.rank - 1;
-    for (std::size_t item = begin; item < end; ++item) {
-        if (!fn(item, std::as_const(off))) return;
-        std::size_t a = last;
-        ++index[a];
-        for (std::size_t k = 0; k < K; ++k) off[k] += it.strides[k][a];
-        while (index[a] == it.extents[a] && a > 0) {
-            for (std::size_t k = 0; k < K; ++k)
-                off[k] -= static_cast<std::ptrdiff_t>(it.extents[a]) * it.strides[k][a];
-            index[a] = 0;
-            --a;
-            ++index[a];
-            for (std::size_t k = 0; k < K; ++k) off[k] += it.strides[k][a];
-        }
-    }
-}
 
 // Only touched when an item fails, so a plain mutex is fine.
 struct failure_log {
@@ -101,7 +59,7 @@ template <on_failure Mode, std::size_t K, class Make>
 [[gnu::noinline]] void run_chunk(const iteration<K>& it, std::size_t begin, std::size_t end,
                                  std::int32_t* info, failure_log& failures, const Make& make) {
     auto kernel = make();
-    walk_batch(it, begin, end, [&](std::size_t item, const std::array<std::ptrdiff_t, K>& off) {
+    for_each_item(it, begin, end, [&](std::size_t item, const std::array<std::ptrdiff_t, K>& off) {
         // One kernel instantiation serves both modes: offsets go in as a pointer, not as an
         // array whose length (info or not) would be part of the kernel's type.
         const int code = kernel(off.data());
@@ -260,11 +218,11 @@ auto with_info(const std::array<stride_array, K>& st, const tensor_view<std::int
 template <on_failure Mode>
 void fill_info(const tensor_view<std::int32_t>& info, std::int32_t value) noexcept {
     if constexpr (Mode == on_failure::info)
-        walk_batch(collapse<1>(info.shape(), {&info.stride_values()}), 0, info.size(),
-                   [&](std::size_t, const std::array<std::ptrdiff_t, 1>& off) {
-                       info.data()[off[0]] = value;
-                       return true;
-                   });
+        for_each_item(collapse<1>(info.shape(), {&info.stride_values()}), 0, info.size(),
+                      [&](std::size_t, const std::array<std::ptrdiff_t, 1>& off) {
+                          info.data()[off[0]] = value;
+                          return true;
+                      });
 }
 
 }  // namespace tessera::detail

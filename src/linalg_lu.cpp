@@ -489,11 +489,11 @@ void det_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& d)
     const std::size_t n = a.extent(a.rank() - 1);
     if (batch.count() == 0) return;
     if (n == 0) {
-        walk_batch(collapse<1>(d.shape(), {&d.stride_values()}), 0, d.size(),
-                   [&](std::size_t, const std::array<std::ptrdiff_t, 1>& off) {
-                       d.data()[off[0]] = T(1);
-                       return true;
-                   });
+        for_each_item(collapse<1>(d.shape(), {&d.stride_values()}), 0, d.size(),
+                      [&](std::size_t, const std::array<std::ptrdiff_t, 1>& off) {
+                          d.data()[off[0]] = T(1);
+                          return true;
+                      });
         return;
     }
     const std::array<stride_array, 2> st{batch_strides(a, 2, batch), batch_strides(d, 0, batch)};
@@ -516,12 +516,12 @@ void slogdet_run(session& s, const tensor_view<const T>& a, const tensor_view<T>
     const std::size_t n = a.extent(a.rank() - 1);
     if (batch.count() == 0) return;
     if (n == 0) {
-        walk_batch(collapse<2>(batch, {&sign.stride_values(), &logabs.stride_values()}), 0,
-                   batch.count(), [&](std::size_t, const std::array<std::ptrdiff_t, 2>& off) {
-                       sign.data()[off[0]] = T(1);
-                       logabs.data()[off[1]] = R(0);
-                       return true;
-                   });
+        for_each_item(collapse<2>(batch, {&sign.stride_values(), &logabs.stride_values()}), 0,
+                      batch.count(), [&](std::size_t, const std::array<std::ptrdiff_t, 2>& off) {
+                          sign.data()[off[0]] = T(1);
+                          logabs.data()[off[1]] = R(0);
+                          return true;
+                      });
         return;
     }
     const std::array<stride_array, 3> st{batch_strides(a, 2, batch), batch_strides(sign, 0, batch),
