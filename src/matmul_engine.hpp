@@ -135,7 +135,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     if (!usable(c, true)) {
         c_temp = empty<T>(s, c.shape());
         cw = c_temp.view();
-        if (beta != T{0}) copy_strided<T>(c, cw);
+        if (beta != T{0}) copy_inline<T>(cw, c);
     }
     const tensor_view<const T> ab = broadcast_unchecked(a, with_tail(batch, m, k));
     const tensor_view<const T> bb = broadcast_unchecked(b, with_tail(batch, k, n));
@@ -239,7 +239,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
                                lc, alpha, blocking, pack);
         }
     });
-    if (c_temp.data() != nullptr) copy_strided<T>(c_temp.view(), c);
+    if (c_temp.data() != nullptr) copy_inline<T>(c, c_temp.view());
 }
 
 /// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products.
@@ -302,7 +302,7 @@ void run_contraction(session& s, const contraction& p, const tensor_view<const T
     }
     out_temp = empty<T>(s, to);
     matmul_2d<T>(s, am, bm, out_temp.view(), false, T{1}, T{0});
-    copy_strided<T>(tensor_view<const T>(out_temp.data(), out.shape()), out);
+    copy_inline<T>(out, tensor_view<const T>(out_temp.data(), out.shape()));
 }
 
 /// A flat [n] view of `v`'s elements in row-major order: `v` itself when it has rank 1, a
