@@ -11,6 +11,7 @@
 #include "matmul_loops.hpp"
 
 #include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/iteration.hpp>
 #include <tessera/detail/matmul.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/detail/runtime.hpp>
@@ -65,50 +66,6 @@ matrix_ref<T> matrix_at(const tensor_view<T>& v, std::ptrdiff_t offset) noexcept
     return {data, static_cast<std::ptrdiff_t>(v.extent(r - 2)),
             static_cast<std::ptrdiff_t>(v.extent(r - 1)), v.stride(r - 2), v.stride(r - 1)};
 }
-
-/// Walks the (collapsed) batch axes of three operands: the position of one matrix and its
-/// element offsets in a, b and c.
-struct batch_cursor {
-    iteration<3> it;
-    std::array<std::size_t, max_rank> index{};
-    std::array<std::ptrdiff_t, 3> offset{};
-
-    batch_cursor(const shape& batch, const stride_array& a, const stride_array& b,
-                 const stride_array& c) noexcept
-        : it(collapse<3>(batch, {&a, &b, &c})) {}
-
-    std::size_t last() const noexcept { return it.rank - 1; }
-
-    void seek(std::size_t linear) noexcept {
-        for (std::size_t ax = it.rank; ax-- > 0;) {
-            index[ax] = linear % it.extents[ax];
-            linear /= it.extents[ax];
-        }
-        update();
-    }
-    /// Matrices left on the innermost axis from here, this one included.
-    std::size_t run_left() const noexcept { return it.extents[last()] - index[last()]; }
-    /// Moves `steps` (at most run_left()) matrices on.
-    void advance(std::size_t steps) noexcept {
-        index[last()] += steps;
-        for (std::size_t ax = last(); ax > 0 && index[ax] == it.extents[ax]; --ax) {
-            index[ax] = 0;
-            ++index[ax - 1];
-        }
-        update();
-    }
-    std::ptrdiff_t inner_stride(std::size_t operand) const noexcept {
-        return it.strides[operand][last()];
-    }
-
-private:
-    void update() noexcept {
-        offset = {};
-        for (std::size_t ax = 0; ax < it.rank; ++ax)
-            for (std::size_t k = 0; k < 3; ++k)
-                offset[k] += static_cast<std::ptrdiff_t>(index[ax]) * it.strides[k][ax];
-    }
-};
 
 /// The thread's pack-buffer slot during a parallel product: oneTBB numbers the threads of an
 /// arena 0..max_concurrency-1, and a thread runs one item at a time (Eigen's kernel never waits
@@ -178,16 +135,13 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     if (!usable(c, true)) {
         c_temp = empty<T>(s, c.shape());
         cw = c_temp.view();
-        if (beta != T{0}) copy_strided<T>(c, cw);
+        if (beta != T{0}) copy_inline<T>(cw, c);
     }
     const tensor_view<const T> ab = broadcast_unchecked(a, with_tail(batch, m, k));
     const tensor_view<const T> bb = broadcast_unchecked(b, with_tail(batch, k, n));
-    stride_array sa{}, sb{}, sc{};
-    for (std::size_t i = 0; i + 2 < r; ++i) {
-        sa[i] = ab.stride(i);
-        sb[i] = bb.stride(i);
-        sc[i] = cw.stride(i);
-    }
+    const stride_array sa = batch_strides(ab, 2, batch), sb = batch_strides(bb, 2, batch),
+                       sc = batch_strides(cw, 2, batch);
+    const iteration<3> batch_it = collapse<3>(batch, {&sa, &sb, &sc});
 
     // Items: matrices, or tiles of matrices when a few large products must share the threads.
     const std::size_t threads = static_cast<std::size_t>(s.threads());
@@ -244,15 +198,14 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     const kernel_isa isa = path == product_path::small ? host_kernel_isa() : kernel_isa::baseline;
 
     parallel_range(s, items, grain_items, [&](std::size_t begin, std::size_t end) {
-        batch_cursor at(batch, sa, sb, sc);
         if (path == product_path::small) {
-            at.seek(begin);
+            cursor<3> at(batch_it, begin);
             for (std::size_t i = begin; i < end;) {
                 const std::size_t len = std::min(at.run_left(), end - i);
                 run_small_batch<T>(isa, size,
-                                   {ab.data() + at.offset[0], at.inner_stride(0), bb.data() + at.offset[1],
-                                    at.inner_stride(1), cw.data() + at.offset[2], at.inner_stride(2),
-                                    len});
+                                   {ab.data() + at.offset(0), batch_it.inner_stride(0),
+                                    bb.data() + at.offset(1), batch_it.inner_stride(1),
+                                    cw.data() + at.offset(2), batch_it.inner_stride(2), len});
                 at.advance(len);
                 i += len;
             }
@@ -262,15 +215,15 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
         if (path == product_path::gemm)
             pack = reinterpret_cast<char*>(packs.data()) + (parallel ? pack_slot(slots) : 0) * blocking.bytes;
         std::size_t current = begin / tiles;
-        at.seek(current);
+        cursor<3> at(batch_it, current);
         for (std::size_t item = begin; item < end; ++item) {
             if (item / tiles != current) {
                 at.advance(1);
                 current = item / tiles;
             }
-            const matrix_ref<const T> am = matrix_at<const T>(ab, at.offset[0]);
-            const matrix_ref<const T> bm = matrix_at<const T>(bb, at.offset[1]);
-            const matrix_ref<T> cm = matrix_at<T>(cw, at.offset[2]);
+            const matrix_ref<const T> am = matrix_at<const T>(ab, at.offset(0));
+            const matrix_ref<const T> bm = matrix_at<const T>(bb, at.offset(1));
+            const matrix_ref<T> cm = matrix_at<T>(cw, at.offset(2));
             if (path == product_path::naive) {
                 naive_product<T>(am, bm, cm, true, alpha, beta);
                 continue;
@@ -286,7 +239,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
                                lc, alpha, blocking, pack);
         }
     });
-    if (c_temp.data() != nullptr) copy_strided<T>(c_temp.view(), c);
+    if (c_temp.data() != nullptr) copy_inline<T>(c, c_temp.view());
 }
 
 /// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products.
@@ -349,7 +302,7 @@ void run_contraction(session& s, const contraction& p, const tensor_view<const T
     }
     out_temp = empty<T>(s, to);
     matmul_2d<T>(s, am, bm, out_temp.view(), false, T{1}, T{0});
-    copy_strided<T>(tensor_view<const T>(out_temp.data(), out.shape()), out);
+    copy_inline<T>(out, tensor_view<const T>(out_temp.data(), out.shape()));
 }
 
 /// A flat [n] view of `v`'s elements in row-major order: `v` itself when it has rank 1, a

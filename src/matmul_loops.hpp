@@ -1,16 +1,15 @@
-// src/matmul_loops.hpp - the plain-loop parts shared by the matmul and einsum engines: strided
-// copies into workspace blocks, the 2x2-4x4 square products on matrix_refs, and the loop product
-// for matrices too small for Eigen's packing to pay. Private to the library; no Eigen here.
+// src/matmul_loops.hpp - the plain-loop parts shared by the matmul and einsum engines: the 2x2-4x4
+// square products on matrix_refs and the loop product for matrices too small for Eigen's packing
+// to pay. Operand copies come from the copy engine (tessera/detail/copy.hpp), included here for
+// both. Private to the library; no Eigen here.
 #pragma once
 
-#include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/copy.hpp>
 #include <tessera/detail/matmul.hpp>
 #include <tessera/session.hpp>
 #include <tessera/tensor.hpp>
 #include <tessera/tensor_view.hpp>
 
-#include <algorithm>
-#include <array>
 #include <cstddef>
 
 namespace tessera::detail {
@@ -18,44 +17,6 @@ namespace tessera::detail {
 /// Products with m + n + k below this run as plain loops over the strides: packing for Eigen's
 /// kernel costs more than it saves there (Eigen's own coefficient-based threshold is 20).
 inline constexpr std::size_t naive_product_limit = 24;
-
-/// Copies `from` into `to` (same shape, any strides), row by row on the calling thread.
-template <class T>
-void copy_strided(const tensor_view<const T>& from, const tensor_view<T>& to) noexcept {
-    const std::size_t n = from.size();
-    if (n == 0) return;
-    if (from.is_contiguous() && to.is_contiguous()) {
-        std::copy(from.data(), from.data() + n, to.data());
-        return;
-    }
-    const iteration<2> it = collapse<2>(from.shape(), {&to.stride_values(), &from.stride_values()});
-    const std::size_t last = it.rank - 1;
-    std::array<std::size_t, max_rank> index{};
-    for (std::size_t done = 0; done < n; done += it.extents[last]) {
-        std::ptrdiff_t o = 0, i = 0;
-        for (std::size_t a = 0; a < last; ++a) {
-            o += static_cast<std::ptrdiff_t>(index[a]) * it.strides[0][a];
-            i += static_cast<std::ptrdiff_t>(index[a]) * it.strides[1][a];
-        }
-        T* dst = to.data() + o;
-        const T* src = from.data() + i;
-        const std::ptrdiff_t so = it.strides[0][last], si = it.strides[1][last];
-        for (std::size_t j = 0; j < it.extents[last]; ++j)
-            dst[static_cast<std::ptrdiff_t>(j) * so] = src[static_cast<std::ptrdiff_t>(j) * si];
-        for (std::size_t a = last; a-- > 0;) {
-            if (++index[a] < it.extents[a]) break;
-            index[a] = 0;
-        }
-    }
-}
-
-/// Returns a dense row-major copy of `v` in a block borrowed from the session's workspace.
-template <class T>
-tensor<T> contiguous_copy(session& s, const tensor_view<const T>& v) {
-    tensor<T> t = empty<T>(s, v.shape());
-    copy_strided<T>(v, t.view());
-    return t;
-}
 
 /// tiny_square on matrix_refs: compile-time strides when all three are dense.
 template <int N, bool Accumulate, class T>

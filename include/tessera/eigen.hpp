@@ -32,8 +32,8 @@
 #error "tessera: Eigen 3.4 or newer is required"
 #endif
 
+#include <tessera/detail/copy.hpp>
 #include <tessera/dtype.hpp>
-#include <tessera/ops/structural.hpp>
 #include <tessera/session.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor.hpp>
@@ -192,14 +192,18 @@ void as_eigen_vector(tensor<T>&&) = delete;
 /// Returns a tensor holding a copy of an Eigen dense object or expression: shape [n] for a
 /// compile-time vector, else [rows, cols].
 ///
-/// Objects with direct access (Matrix, Map, Ref, blocks) are copied like tessera::contiguous,
-/// in parallel when large; other expressions (products, sums, ...) are evaluated by Eigen on
-/// the calling thread straight into the result. The result comes from the session's workspace.
+/// Objects with direct access (Matrix, Map, Ref, blocks) are copied as tessera::contiguous copies
+/// (the same copy engine), in parallel when large; other expressions (products, sums, ...) are
+/// evaluated by Eigen on the calling thread straight into the result. The result comes from the
+/// session's workspace.
 template <class Derived, class T = std::remove_const_t<typename Derived::Scalar>>
     requires element<T>
 tensor<T> from_eigen(session& s, const Eigen::DenseBase<Derived>& m) {
     if constexpr (detail::eigen_direct_access<Derived>) {
-        return contiguous(s, view_of(m.derived()));
+        const tensor_view<const T> src = view_of(m.derived());
+        tensor<T> out = empty<T>(s, src.shape());  // checks the session's thread
+        detail::copy_unchecked(s, out.view(), src);
+        return out;
     } else {
         const auto rows = static_cast<std::size_t>(m.rows());
         const auto cols = static_cast<std::size_t>(m.cols());

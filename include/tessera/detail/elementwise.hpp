@@ -3,6 +3,7 @@
 // one flat loop, and the inline-or-parallel decision.
 #pragma once
 
+#include <tessera/detail/iteration.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/detail/validate.hpp>
 #include <tessera/session.hpp>
@@ -22,41 +23,6 @@ namespace tessera::detail {
 /// Relative cost per element of an op family, multiplied with the element count before comparing
 /// with the backend's grain: a transcendental element costs about as much as 8 additions.
 enum class cost : unsigned { cheap = 1, transcendental = 8 };
-
-/// The iteration space after dropping extent-1 axes and merging axes that every operand walks
-/// contiguously: a dense [3, 4] add becomes one loop of 12.
-template <std::size_t N>
-struct iteration {
-    std::size_t rank = 0;
-    std::array<std::size_t, max_rank> extents{};
-    std::array<std::array<std::ptrdiff_t, max_rank>, N> strides{};
-};
-
-template <std::size_t N>
-iteration<N> collapse(const shape& s, const std::array<const stride_array*, N>& strides) noexcept {
-    iteration<N> it;
-    for (std::size_t axis = 0; axis < s.rank(); ++axis) {
-        if (s[axis] == 1) continue;
-        bool merge = it.rank > 0;
-        for (std::size_t k = 0; k < N && merge; ++k)
-            merge = it.strides[k][it.rank - 1] ==
-                    (*strides[k])[axis] * static_cast<std::ptrdiff_t>(s[axis]);
-        if (merge) {
-            it.extents[it.rank - 1] *= s[axis];
-            for (std::size_t k = 0; k < N; ++k) it.strides[k][it.rank - 1] = (*strides[k])[axis];
-        } else {
-            it.extents[it.rank] = s[axis];
-            for (std::size_t k = 0; k < N; ++k) it.strides[k][it.rank] = (*strides[k])[axis];
-            ++it.rank;
-        }
-    }
-    if (it.rank == 0) {  // a scalar, or all extents 1: one element
-        it.rank = 1;
-        it.extents[0] = s.count();
-        for (std::size_t k = 0; k < N; ++k) it.strides[k][0] = 1;
-    }
-    return it;
-}
 
 /// The chunk size, in elements, for an op of cost `c`: the backend's grain is in work units.
 inline std::size_t grain_for(session& s, cost c) noexcept {
@@ -102,34 +68,16 @@ void run_elementwise(session& s, cost c, F& f, const tensor_view<Out>& out,
         });
         return;
     }
+    std::array<std::ptrdiff_t, n_in + 1> inner{};
+    for (std::size_t k = 0; k <= n_in; ++k) inner[k] = it.inner_stride(k);
+    const auto run = [&](const std::array<std::ptrdiff_t, n_in + 1>& offset, std::size_t length) {
+        auto shifted = [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return std::tuple<const In*...>{std::get<I>(ptrs) + offset[I + 1]...};
+        }(seq);
+        strided_run(o + offset[0], inner[0], shifted, inner.data() + 1, length, f, seq);
+    };
     parallel_range(s, count, grain, [&](std::size_t begin, std::size_t end) {
-        const std::size_t last = it.rank - 1;
-        std::array<std::size_t, max_rank> index{};
-        std::size_t rest = begin;
-        for (std::size_t a = it.rank; a-- > 0;) {
-            index[a] = rest % it.extents[a];
-            rest /= it.extents[a];
-        }
-        std::array<std::ptrdiff_t, n_in + 1> inner{};
-        for (std::size_t k = 0; k <= n_in; ++k) inner[k] = it.strides[k][last];
-        for (std::size_t pos = begin; pos < end;) {
-            std::array<std::ptrdiff_t, n_in + 1> offset{};
-            for (std::size_t a = 0; a < it.rank; ++a)
-                for (std::size_t k = 0; k <= n_in; ++k)
-                    offset[k] += static_cast<std::ptrdiff_t>(index[a]) * it.strides[k][a];
-            const std::size_t run_length =
-                std::min(it.extents[last] - index[last], end - pos);
-            auto shifted = [&]<std::size_t... I>(std::index_sequence<I...>) {
-                return std::tuple<const In*...>{std::get<I>(ptrs) + offset[I + 1]...};
-            }(seq);
-            strided_run(o + offset[0], inner[0], shifted, inner.data() + 1, run_length, f, seq);
-            pos += run_length;
-            index[last] += run_length;
-            for (std::size_t a = last; a > 0 && index[a] == it.extents[a]; --a) {
-                index[a] = 0;
-                ++index[a - 1];
-            }
-        }
+        for_each_run(it, begin, end, run);
     });
 }
 

@@ -4,6 +4,7 @@
 // fold with are in detail/reduce_policies.hpp, the plan and runner in detail/reduce_runner.hpp.
 #pragma once
 
+#include <tessera/detail/iteration.hpp>
 #include <tessera/detail/reduce_policies.hpp>
 #include <tessera/detail/runtime.hpp>
 #include <tessera/shape.hpp>
@@ -40,33 +41,13 @@ inline constexpr std::size_t stream_bytes = 32 * 1024;
 /// flat indices [lo, hi) of `sp` in row-major order; `first` is the run's first flat index.
 template <class Fn>
 void for_each_run(const strided_space& sp, std::size_t lo, std::size_t hi, Fn&& fn) noexcept {
-    const std::size_t last = sp.rank - 1;
-    const std::ptrdiff_t inner_stride = sp.strides[last];
-    if (sp.rank == 1) {
-        fn(static_cast<std::ptrdiff_t>(lo) * inner_stride, hi - lo, inner_stride, lo);
-        return;
-    }
-    std::array<std::size_t, max_rank> index{};
-    std::ptrdiff_t offset = 0;
-    std::size_t rest = lo;
-    for (std::size_t a = sp.rank; a-- > 0;) {
-        index[a] = rest % sp.extents[a];
-        rest /= sp.extents[a];
-        offset += static_cast<std::ptrdiff_t>(index[a]) * sp.strides[a];
-    }
-    for (std::size_t pos = lo; pos < hi;) {
-        const std::size_t len = std::min(sp.extents[last] - index[last], hi - pos);
-        fn(offset, len, inner_stride, pos);
-        pos += len;
-        index[last] += len;
-        offset += static_cast<std::ptrdiff_t>(len) * inner_stride;
-        for (std::size_t a = last; a > 0 && index[a] == sp.extents[a]; --a) {
-            offset -= static_cast<std::ptrdiff_t>(index[a]) * sp.strides[a];
-            index[a] = 0;
-            ++index[a - 1];
-            offset += sp.strides[a - 1];
-        }
-    }
+    const std::ptrdiff_t inner_stride = sp.inner_stride(0);
+    std::size_t first = lo;
+    detail::for_each_run(static_cast<const iteration<1>&>(sp), lo, hi,
+                         [&](const std::array<std::ptrdiff_t, 1>& offset, std::size_t length) {
+                             fn(offset[0], length, inner_stride, first);
+                             first += length;
+                         });
 }
 
 /// Folds the run q[0], q[st], ... (len elements, the first with flat index j) into `a`. Taking and
@@ -148,7 +129,7 @@ typename P::acc reduce_arg_leaf(const T* p, const strided_space& red, std::size_
     a.value.fill(P::init().value);
     a.pos.fill(-1);
     if (red.rank == 1) {
-        const std::ptrdiff_t st = red.strides[0];
+        const std::ptrdiff_t st = red.inner_stride(0);
         a = fold_arg_run<P>(a, p + static_cast<std::ptrdiff_t>(lo) * st, hi - lo, st, 0);
     } else {
         for_each_run(red, lo, hi,
@@ -173,7 +154,7 @@ typename P::acc reduce_leaf(const T* p, const strided_space& red, std::size_t lo
     if constexpr (P::uses_index)
         if (hi - lo > short_leaf) return reduce_arg_leaf<P>(p, red, lo, hi);
     const bool one_run = red.rank == 1;
-    const std::ptrdiff_t st = red.strides[red.rank - 1];
+    const std::ptrdiff_t st = red.inner_stride(0);
     const auto j = static_cast<std::int64_t>(lo);
     if (hi - lo <= short_leaf) {
         if (one_run)
@@ -240,7 +221,7 @@ lane_values<typename P::acc, W> reduce_tile_leaf(const T* p, std::ptrdiff_t lane
     lane_values<typename P::acc, W> acc;
     acc.v.fill(P::init());
     if (red.rank == 1) {
-        const std::ptrdiff_t st = red.strides[0];
+        const std::ptrdiff_t st = red.inner_stride(0);
         return fold_tile_run<P, W>(acc, p + static_cast<std::ptrdiff_t>(lo) * st, hi - lo, st,
                                    static_cast<std::int64_t>(lo), lane_stride, width);
     }

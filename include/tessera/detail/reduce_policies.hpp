@@ -3,6 +3,7 @@
 // the tree that fold with them are in detail/reduce_leaves.hpp.
 #pragma once
 
+#include <tessera/detail/iteration.hpp>
 #include <tessera/dtype.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor_view.hpp>
@@ -17,11 +18,10 @@
 
 namespace tessera::detail::reductions {
 
-/// A strided index space of rank >= 1, walked in row-major order.
-struct strided_space {
-    std::size_t rank = 1;
-    std::array<std::size_t, max_rank> extents{};
-    stride_array strides{};
+/// The reduced elements of one output: an iteration space over the input (rank >= 1, walked in
+/// row-major order) and its element count.
+struct strided_space : iteration<1> {
+    strided_space() noexcept { rank = 1; }
     std::size_t count = 0;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tessera/detail/elementwise.hpp>
+#include <tessera/detail/iteration.hpp>
 #include <tessera/detail/parallel.hpp>
 #include <tessera/detail/reduce_leaves.hpp>
 #include <tessera/detail/runtime.hpp>
@@ -72,9 +73,7 @@ struct reduction_plan {
     const T* in = nullptr;
     R* out = nullptr;
     strided_space red;  // reduced axes, collapsed; memory order unless the op reports indices
-    std::size_t kept_rank = 0;  // kept axes (without the lane axis in tile mode), collapsed
-    std::array<std::size_t, max_rank> kept_extents{};
-    stride_array kept_in{}, kept_out{};
+    iteration<2> kept;  // kept axes (without the lane axis in tile mode), collapsed: (in, out)
     std::size_t outputs = 0;  // all outputs
     bool tile = false;        // neighbouring outputs along the lane axis are reduced together
     std::size_t lane_extent = 1;
@@ -133,22 +132,8 @@ reduction_plan<T, R> plan_reduction(const tensor_view<const T>& in, std::uint32_
             }
     }
     p.red.rank = 0;
-    for (std::size_t i = 0; i < rr; ++i) {
-        const std::size_t last = p.red.rank - 1;
-        if (p.red.rank > 0 &&
-            p.red.strides[last] == rst[i] * static_cast<std::ptrdiff_t>(rext[i])) {
-            p.red.extents[last] *= rext[i];
-            p.red.strides[last] = rst[i];
-        } else {
-            p.red.extents[p.red.rank] = rext[i];
-            p.red.strides[p.red.rank++] = rst[i];
-        }
-    }
-    if (p.red.rank == 0) {  // nothing or only extent-1 axes reduced: one element per output
-        p.red.rank = 1;
-        p.red.extents[0] = n;
-        p.red.strides[0] = 1;
-    }
+    for (std::size_t i = 0; i < rr; ++i) p.red.add_axis(rext[i], {rst[i]});
+    p.red.close(n);  // nothing or only extent-1 axes reduced: one element per output
 
     // Tile mode when the kept axis with the smallest stride moves through memory faster than
     // the reduced axes (a column sum of a row-major matrix), or when each output has so few
@@ -156,7 +141,7 @@ reduction_plan<T, R> plan_reduction(const tensor_view<const T>& in, std::uint32_
     std::ptrdiff_t red_min = std::numeric_limits<std::ptrdiff_t>::max();
     if (n > 1)
         for (std::size_t i = 0; i < p.red.rank; ++i)
-            red_min = std::min(red_min, stride_magnitude(p.red.strides[i]));
+            red_min = std::min(red_min, stride_magnitude(p.red.strides[0][i]));
     std::size_t lane = kr;
     for (std::size_t i = 0; i < kr; ++i)
         if (kin[i] != 0 && (lane == kr || stride_magnitude(kin[i]) < stride_magnitude(kin[lane])))
@@ -173,19 +158,8 @@ reduction_plan<T, R> plan_reduction(const tensor_view<const T>& in, std::uint32_
         }
         --kr;
     }
-    for (std::size_t i = 0; i < kr; ++i) {
-        const std::size_t last = p.kept_rank - 1;
-        const auto e = static_cast<std::ptrdiff_t>(kext[i]);
-        if (p.kept_rank > 0 && p.kept_in[last] == kin[i] * e && p.kept_out[last] == kout[i] * e) {
-            p.kept_extents[last] *= kext[i];
-            p.kept_in[last] = kin[i];
-            p.kept_out[last] = kout[i];
-        } else {
-            p.kept_extents[p.kept_rank] = kext[i];
-            p.kept_in[p.kept_rank] = kin[i];
-            p.kept_out[p.kept_rank++] = kout[i];
-        }
-    }
+    // Not closed: only looked up with offsets_at, for which rank 0 (no kept axis) is one output.
+    for (std::size_t i = 0; i < kr; ++i) p.kept.add_axis(kext[i], {kin[i], kout[i]});
     return p;
 }
 
@@ -233,13 +207,7 @@ private:
 
     // The input and output of position k of the kept axes other than the lane axis.
     group position(std::size_t k) const noexcept {
-        std::ptrdiff_t in_off = 0, out_off = 0;
-        for (std::size_t a = p_.kept_rank; a-- > 0;) {
-            const auto i = static_cast<std::ptrdiff_t>(k % p_.kept_extents[a]);
-            k /= p_.kept_extents[a];
-            in_off += i * p_.kept_in[a];
-            out_off += i * p_.kept_out[a];
-        }
+        const auto [in_off, out_off] = offsets_at(p_.kept, k);
         // An empty reduction never reads its input, whose data may be null: no offset then.
         return {p_.red.count == 0 ? p_.in : p_.in + in_off, p_.out + out_off, 1};
     }
@@ -346,7 +314,7 @@ private:
                 fold_rows(cur, width, q, len, st, first);
             };
             if (p_.red.rank == 1) {
-                const std::ptrdiff_t st = p_.red.strides[0];
+                const std::ptrdiff_t st = p_.red.inner_stride(0);
                 fold(at.in + static_cast<std::ptrdiff_t>(lo) * st, hi - lo, st, lo);
             } else {
                 for_each_run(p_.red, lo, hi,

@@ -173,7 +173,7 @@ enum class on_failure {
     ignore,  ///< nothing fails (lu without info)
 };
 
-// ---- op bodies: defined in the library (src/linalg_kernels.hpp), instantiated there for the four
+// ---- op bodies: defined in the library (src/linalg_*.cpp), instantiated there for the four
 // element types, so that a user's translation unit never compiles an Eigen decomposition ---------
 
 template <on_failure Mode, class T>

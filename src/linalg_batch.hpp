@@ -1,0 +1,235 @@
+// src/linalg_batch.hpp - what the batched linear algebra ops (tessera/ops/linalg.hpp) share: the
+// batch walk (a kernel per chunk, called per item with the operands' offsets from the cursor of
+// detail/iteration.hpp), failure reporting, size classes, and the moves of one matrix between a
+// strided operand and an Eigen matrix. Private to the library: each src/linalg_*.cpp holds the
+// kernels and op bodies of one family beside their instantiation for the four element types, so
+// that the Eigen decompositions compile once, in parallel, and never in a user's translation
+// unit. Includes Eigen's core only; each family includes its decomposition.
+#pragma once
+
+// eigen.hpp configures Eigen, so it comes before anything that may include Eigen.
+#include <tessera/eigen.hpp>
+#include <tessera/detail/iteration.hpp>
+#include <tessera/detail/parallel.hpp>
+#include <tessera/ops/linalg.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <type_traits>
+
+namespace tessera::detail {
+
+// Only touched when an item fails, so a plain mutex is fine.
+struct failure_log {
+    std::mutex mutex;
+    std::size_t item = static_cast<std::size_t>(-1);
+    int info = 0;
+    void record(std::size_t i, int code) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (i < item) {
+            item = i;
+            info = code;
+        }
+    }
+};
+
+/// Work units (the backend's grain is in float additions) of one item: a per-item overhead of
+/// ~64 (index walk, copies in and out) plus `per_n3` units per n^3. An n x n LU is ~n^3 units.
+inline std::size_t item_work(std::size_t n, double per_n3, double extra = 0) noexcept {
+    const double nd = static_cast<double>(n);
+    const double w = 64.0 + per_n3 * nd * nd * nd + extra;
+    return w > 1e18 ? static_cast<std::size_t>(1e18) : static_cast<std::size_t>(w);
+}
+
+// A per-item kernel is built once per chunk (owning the chunk's scratch) and called once per item
+// with the operands' element offsets, in the order of its params; it returns 0 or a failure code,
+// and fail() NaN-fills the item's outputs for the info form.
+
+/// Runs one chunk [begin, end) of the batch with a kernel from `make()` (it owns the chunk's
+/// scratch), called once per item with the operands' offsets.
+///
+/// Out of line on purpose: each kernel is instantiated for one call site, and GCC inlines such
+/// functions whatever their size, so without this a caller using several ops got every Eigen
+/// decomposition of every size class inlined into one function (over 10 GB to compile a test).
+template <on_failure Mode, std::size_t K, class Make>
+[[gnu::noinline]] void run_chunk(const iteration<K>& it, std::size_t begin, std::size_t end,
+                                 std::int32_t* info, failure_log& failures, const Make& make) {
+    auto kernel = make();
+    for_each_item(it, begin, end, [&](std::size_t item, const std::array<std::ptrdiff_t, K>& off) {
+        // One kernel instantiation serves both modes: offsets go in as a pointer, not as an
+        // array whose length (info or not) would be part of the kernel's type.
+        const int code = kernel(off.data());
+        if constexpr (Mode == on_failure::info) {
+            info[off[K - 1]] = code;
+            if (code != 0) kernel.fail(off.data());
+        } else if constexpr (Mode == on_failure::raise) {
+            if (code != 0) {
+                failures.record(item, code);
+                return false;
+            }
+        }
+        return true;
+    });
+}
+
+/// Runs `make()`-built kernels over the batch, inline or in parallel per the grain, and throws
+/// linalg_error for the lowest failing item when Mode is raise.
+template <on_failure Mode, std::size_t K, class Make>
+void run_batch(session& s, const char* op, linalg_reason reason, const shape& batch,
+               const std::array<stride_array, K>& strides, std::size_t work, std::int32_t* info,
+               const Make& make) {
+    const std::size_t count = batch.count();
+    if (count == 0) return;
+    std::array<const stride_array*, K> st{};
+    for (std::size_t k = 0; k < K; ++k) st[k] = &strides[k];
+    const iteration<K> it = collapse<K>(batch, st);
+    const std::size_t grain = std::max<std::size_t>(
+        1, session_access::core(s).settings().grain / std::max<std::size_t>(work, 1));
+    failure_log failures;
+    parallel_range(s, count, grain, [&](std::size_t begin, std::size_t end) {
+        run_chunk<Mode>(it, begin, end, info, failures, make);
+    });
+    if constexpr (Mode == on_failure::raise)
+        if (failures.item != static_cast<std::size_t>(-1))
+            throw_linalg_failure(op, reason, failures.item, count, failures.info);
+}
+
+// Size classes. Kernels are templates on N: an exact size (N > 0) for the few sizes whose unrolled
+// code pays for its compile time, `bounded_n` for every other n <= max_bounded_n (Eigen's dynamic
+// algorithms on matrices with inline storage of at most 8 x 8: no heap), and Eigen::Dynamic above.
+// Instantiating every n in 1..8 as its own fixed size multiplied the compile time of a user of all
+// ops by ~4 for a small gain over the bounded class.
+inline constexpr int bounded_n = -2;
+inline constexpr int max_bounded_n = 8;
+
+/// Calls f(std::integral_constant<int, N>) with N = n if n is one of Fixed, else bounded_n for
+/// n <= max_bounded_n, else Eigen::Dynamic.
+template <int... Fixed, class F>
+void with_size_class(std::size_t n, F&& f) {
+    const bool done =
+        ((n == static_cast<std::size_t>(Fixed) ? (f(std::integral_constant<int, Fixed>{}), true)
+                                               : false) ||
+         ...);
+    if (done) return;
+    if (n <= static_cast<std::size_t>(max_bounded_n)) f(std::integral_constant<int, bounded_n>{});
+    else f(std::integral_constant<int, Eigen::Dynamic>{});
+}
+
+template <class T>
+T nan_of() noexcept {
+    using R = real_type_t<T>;
+    constexpr R q = std::numeric_limits<R>::quiet_NaN();
+    if constexpr (is_complex_v<T>) return T(q, q);
+    else return q;
+}
+
+template <class T, int N>
+struct size_class_types {
+    using square = Eigen::Matrix<T, N, N, Eigen::RowMajor>;
+    using column = Eigen::Matrix<T, N, 1>;
+};
+template <class T>
+struct size_class_types<T, bounded_n> {
+    using square = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor, max_bounded_n,
+                                 max_bounded_n>;
+    using column = Eigen::Matrix<T, Eigen::Dynamic, 1, Eigen::ColMajor, max_bounded_n, 1>;
+};
+/// The square matrix type (row-major, as tessera's tensors) and column type of size class N.
+template <class T, int N>
+using square_t = typename size_class_types<T, N>::square;
+template <class T, int N>
+using column_t = typename size_class_types<T, N>::column;
+
+/// One [n, m] matrix (or [n] vector, cs unused) of an operand: base pointer and strides.
+template <class T>
+struct operand {
+    T* data;
+    std::ptrdiff_t rs;
+    std::ptrdiff_t cs;
+};
+
+template <class T>
+operand<T> matrix_operand(const tensor_view<T>& v) noexcept {
+    return {v.data(), v.stride(v.rank() - 2), v.stride(v.rank() - 1)};
+}
+template <class T>
+operand<T> vector_operand(const tensor_view<T>& v) noexcept {
+    return {v.data(), v.stride(v.rank() - 1), 0};
+}
+template <class T>
+operand<T> scalar_operand(const tensor_view<T>& v) noexcept {
+    return {v.data(), 0, 0};
+}
+
+/// Copies the row-major matrix at p (strides rs, cs) into `m`.
+template <class M, class T>
+void load_matrix(M& m, const T* p, std::ptrdiff_t rs, std::ptrdiff_t cs) noexcept {
+    const Eigen::Index rows = m.rows(), cols = m.cols();
+    if (M::IsRowMajor && cs == 1 && rs == cols) {
+        std::copy_n(p, rows * cols, m.data());
+        return;
+    }
+    for (Eigen::Index i = 0; i < rows; ++i)
+        for (Eigen::Index j = 0; j < cols; ++j) m(i, j) = p[i * rs + j * cs];
+}
+
+/// Copies `m` to the matrix at p (strides rs, cs).
+template <class M, class T>
+void store_matrix(const M& m, T* p, std::ptrdiff_t rs, std::ptrdiff_t cs) noexcept {
+    const Eigen::Index rows = m.rows(), cols = m.cols();
+    if (M::IsRowMajor && cs == 1 && rs == cols) {
+        std::copy_n(m.data(), rows * cols, p);
+        return;
+    }
+    for (Eigen::Index i = 0; i < rows; ++i)
+        for (Eigen::Index j = 0; j < cols; ++j) p[i * rs + j * cs] = m(i, j);
+}
+
+template <class V, class T>
+void store_vector(const V& v, T* p, std::ptrdiff_t st) noexcept {
+    for (Eigen::Index i = 0; i < v.size(); ++i) p[i * st] = v(i);
+}
+
+template <class T>
+void fill_matrix(T* p, std::ptrdiff_t rs, std::ptrdiff_t cs, Eigen::Index rows, Eigen::Index cols,
+                 T value) noexcept {
+    for (Eigen::Index i = 0; i < rows; ++i)
+        for (Eigen::Index j = 0; j < cols; ++j) p[i * rs + j * cs] = value;
+}
+
+/// Appends info's batch strides when the op runs with an info tensor.
+template <on_failure Mode, std::size_t K>
+auto with_info(const std::array<stride_array, K>& st, const tensor_view<std::int32_t>& info,
+               const shape& batch) {
+    if constexpr (Mode == on_failure::info) {
+        std::array<stride_array, K + 1> all{};
+        for (std::size_t k = 0; k < K; ++k) all[k] = st[k];
+        all[K] = batch_strides(info, 0, batch);
+        return all;
+    } else {
+        return st;
+    }
+}
+
+template <on_failure Mode>
+void fill_info(const tensor_view<std::int32_t>& info, std::int32_t value) noexcept {
+    if constexpr (Mode == on_failure::info)
+        for_each_item(collapse<1>(info.shape(), {&info.stride_values()}), 0, info.size(),
+                      [&](std::size_t, const std::array<std::ptrdiff_t, 1>& off) {
+                          info.data()[off[0]] = value;
+                          return true;
+                      });
+}
+
+}  // namespace tessera::detail
+
+/// Calls X(T) for each linalg element type; the src/linalg_*.cpp files instantiate with it.
+#define TESSERA_FOR_LINALG_TYPES(X) \
+    X(float)                        \
+    X(double)                       \
+    X(std::complex<float>)          \
+    X(std::complex<double>)
