@@ -92,7 +92,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     tensor_view<const T> a = a_in, b = b_in;
     const std::size_t r = c.rank();
     const std::size_t m = c.extent(r - 2), n = c.extent(r - 1), k = a.extent(a.rank() - 1);
-    const shape batch = leading_dims(c.shape(), r - 2);
+    const shape batch = leading_axes(c.shape(), 2);
     const std::size_t count = batch.count();
     if (count == 0 || m == 0 || n == 0) return;
     if (!accumulate) {

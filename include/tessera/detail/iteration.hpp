@@ -5,6 +5,7 @@
 // offsets, decoding `begin` once and then stepping without divisions.
 #pragma once
 
+#include <tessera/detail/broadcast.hpp>
 #include <tessera/shape.hpp>
 #include <tessera/tensor_view.hpp>
 
@@ -75,15 +76,10 @@ iteration<N> collapse(const shape& s, const std::array<const stride_array*, N>& 
 }
 
 /// The strides of `v`'s batch axes (all but its last `core`) as seen from the broadcast `batch`:
-/// zero on an axis `v` broadcasts along (missing, or of extent 1).
+/// zero on an axis `v` broadcasts along (missing, or stretched from extent 1).
 template <class T>
 stride_array batch_strides(const tensor_view<T>& v, std::size_t core, const shape& batch) noexcept {
-    stride_array st{};
-    const std::size_t own = v.rank() - core;
-    const std::size_t lead = batch.rank() - own;
-    for (std::size_t i = lead; i < batch.rank(); ++i)
-        st[i] = v.extent(i - lead) == 1 ? 0 : v.stride(i - lead);
-    return st;
+    return broadcast_strides(leading_axes(v.shape(), core), v.stride_values(), batch);
 }
 
 /// A position in an iteration and the operands' element offsets there. Built at any item (one

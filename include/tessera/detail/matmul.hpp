@@ -31,11 +31,6 @@ namespace tessera::detail {
 [[noreturn]] void throw_result_rank(const char* op, std::size_t rank);
 [[noreturn]] void throw_vdot_size(const char* op, const shape& a, const shape& b);
 
-/// The first `count` extents of `s`.
-inline shape leading_dims(const shape& s, std::size_t count) noexcept {
-    return shape::unchecked(s.dims().first(count));
-}
-
 /// A strided matrix: element (i, j) is data[i*rs + j*cs]. Never owns.
 template <class T>
 struct matrix_ref {
