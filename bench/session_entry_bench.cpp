@@ -74,8 +74,7 @@ void BM_NestedRun(benchmark::State& state) {
             benchmark::ClobberMemory();
         }
     });
-    // Counters are published when the outer session closes; its one arena entry is not per
-    // iteration, so only the reuses are reported.
+    // The outer session's one arena entry is not per iteration, so only the reuses are reported.
     const tessera::stats d = be.stats() - before;
     per_iteration(state, "nested_reuses", d.nested_reuses);
 }

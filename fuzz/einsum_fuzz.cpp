@@ -140,7 +140,8 @@ void run(program& in) {
             return;  // bad spec or shapes: the contract
         }
         if (result->rank() > tessera::max_rank) fail("result above the maximum rank");
-        expect_same(*result, into_reversed(s, spec, ops, result->shape()), "the out form differs from einsum");
+        expect_same(*result, into_reversed(s, spec, ops, result->shape()),
+                    "the out form differs from einsum");
         if (ops.size() < 2) return;
         std::vector<tessera::einsum_step> left_to_right(ops.size() - 1, {0, 1});
         try {

@@ -153,7 +153,8 @@ void run_product_step(session& s, const einsum_product& p, const operand_ref<con
     if (out_temp.data() != nullptr) {
         const std::size_t rank = std::size_t{p.batch} + p.m + p.n;
         const shape natural = shape::unchecked(std::span<const std::size_t>(p.ext_out.data(), rank));
-        copy_inline<T>(permuted_view<T>(out, identity_axes, p.ext_out.data(), rank), tensor_view<const T>(out_temp.data(), natural));
+        copy_inline<T>(permuted_view<T>(out, identity_axes, p.ext_out.data(), rank),
+                       tensor_view<const T>(out_temp.data(), natural));
     }
 }
 

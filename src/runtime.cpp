@@ -22,14 +22,17 @@ namespace tessera::detail {
 void run_in_arena(backend_core& core, function_ref<void(session&)> body) {
     // With every slot taken, oneTBB may run the entry on an arena thread: the fork/join edges for
     // ThreadSanitizer. They are the entry's first member, so that thread names them from the
-    // entry's address without reading anything first.
+    // entry's address without reading anything first. The session is isolated so that a oneTBB
+    // wait in the caller's own code (fan_out and tree_reduce isolate their own) runs no unrelated
+    // task on this thread: not another session's chunk, not another thread's arena entry.
     struct arena_entry {
         fork_join edges;
         backend_core& core;
         function_ref<void(session&)> body;
         void operator()() {
             fork_join::piece in_arena(edges);
-            session_access::open(core, entry_kind::arena, body);
+            tbb::this_task_arena::isolate(
+                [this] { session_access::open(core, entry_kind::arena, body); });
         }
     } entry{{}, core, body};
     entry.edges.fork();

@@ -107,8 +107,7 @@ public:
     ///   the calling thread, without entering the arena: its ops run serially on that thread
     ///   (session::threads() is 1). Entering would hold that backend's slot while waiting for
     ///   one of this arena's, and two backends calling into each other could deadlock.
-    /// - Otherwise it enters the arena once and opens a session. (Each op's parallel work is
-    ///   isolated: while the session's thread waits for it, it runs no other session's tasks.)
+    /// - Otherwise it enters the arena once (isolated) and opens a session.
     /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
     /// may run it on an arena thread while the caller waits. Results are returned by value.
     template <class Fn>
@@ -135,7 +134,7 @@ public:
             return session_access::open(core, entry_kind::nested_serial, fn);
 
         // Inside one of this backend's parallel chunks on a worker: a child session with its own
-        // workspace, on this thread, already in the arena.
+        // workspace, on this thread, already in the arena and in the chunk's isolated region.
         if (ts.chunk_of == &core) return session_access::open(core, entry_kind::child, fn);
 
         // The arena entry is the compiled runtime's: the result travels back through `out`.
@@ -143,8 +142,8 @@ public:
             detail::run_in_arena(core, [&fn](session& s) { session_access::call(fn, s); });
         } else {
             std::optional<result> out;
-            detail::run_in_arena(core,
-                                 [&fn, &out](session& s) { out.emplace(session_access::call(fn, s)); });
+            detail::run_in_arena(
+                core, [&fn, &out](session& s) { out.emplace(session_access::call(fn, s)); });
             return std::move(*out);
         }
     }

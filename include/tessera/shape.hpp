@@ -201,8 +201,10 @@ namespace detail {
 template <class A>
 concept non_integer_axes =
     !index_integer<A> && !integer_range<A> &&
-    (std::is_arithmetic_v<A> || (std::ranges::sized_range<const A&> &&
-                                 std::is_arithmetic_v<std::ranges::range_value_t<const A&>>));
+    (std::is_arithmetic_v<A> || requires(const A& r) {
+        { std::size(r) } -> std::convertible_to<std::size_t>;
+        requires std::is_arithmetic_v<std::remove_cvref_t<decltype(*std::begin(r))>>;
+    });
 
 template <class>
 inline constexpr bool dependent_false = false;

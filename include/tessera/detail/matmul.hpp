@@ -157,7 +157,8 @@ shape check_batched(const char* op, const tensor_view<const T>& a, const tensor_
     if (b.rank() < 2) throw_matmul_rank(op, "b", b.shape(), 2, false);
     const std::size_t ra = a.rank(), rb = b.rank();
     if (a.extent(ra - 1) != b.extent(rb - 2)) throw_matmul_inner(op, a.shape(), b.shape());
-    return batch_and(broadcast_shapes(op, a.shape(), b.shape(), 2), {a.extent(ra - 2), b.extent(rb - 1)});
+    return batch_and(broadcast_shapes(op, a.shape(), b.shape(), 2),
+                     {a.extent(ra - 2), b.extent(rb - 1)});
 }
 
 /// Checks an out-parameter against the result shape and the inputs, before anything is written.

@@ -490,3 +490,10 @@ TESSERA_NUMERIC_REDUCTIONS(extern, std::complex<float>)
 TESSERA_NUMERIC_REDUCTIONS(extern, std::complex<double>)
 
 }  // namespace tessera::detail::reductions
+
+// Only the library's reduction sources, which define TESSERA_DEFINE_REDUCTIONS, keep the macros.
+#ifndef TESSERA_DEFINE_REDUCTIONS
+#undef TESSERA_REAL_REDUCTIONS
+#undef TESSERA_NUMERIC_REDUCTIONS
+#undef TESSERA_REDUCTION
+#endif

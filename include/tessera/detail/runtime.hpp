@@ -23,9 +23,10 @@ class backend_core;
 /// another backend (see backend::run).
 enum class entry_kind { arena, inline_thread, child, nested_serial };
 
-/// Enters `core`'s arena with one task_arena::execute, opens a session there and runs `body` in
-/// it. Rethrows what `body` throws. (Isolation is not needed at the entry: every wait inside a
-/// session is in fan_out or tree_reduce, and those isolate themselves.)
+/// Enters `core`'s arena with one task_arena::execute and opens a session there, isolated, so that
+/// the thread picks up no unrelated task while code in the session waits; runs `body` in it.
+/// Rethrows what `body` throws. (A child session needs no call here: it opens inside a parallel
+/// chunk, which runs in its fan-out's isolated region already.)
 void run_in_arena(backend_core& core, function_ref<void(session&)> body);
 
 /// Calls `body(begin, end)` over [0, n) with tbb::parallel_for (ranges halved while they hold more

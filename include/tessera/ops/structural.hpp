@@ -86,7 +86,8 @@ template <class T>
 void check_join_out(const char* op, std::span<const tensor_view<const T>> in,
                     const shape& result, const tensor_view<T>& out) {
     check_out(op, "out", out, result);
-    for (std::size_t i = 0; i < in.size(); ++i) check_in_place(op, "out", out, operand_name("input", i), in[i]);
+    for (std::size_t i = 0; i < in.size(); ++i)
+        check_in_place(op, "out", out, operand_name("input", i), in[i]);
 }
 
 /// Copies each input into its part of `out` (validated): one copy, so at most one dispatch,
