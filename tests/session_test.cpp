@@ -1,9 +1,13 @@
 // Sessions: exact entry counts, nesting in all three forms, results, exceptions, threads.
 #include "support/backends.hpp"
+#include "support/watchdog.hpp"
 
 #include <tessera/tessera.hpp>
 
 #include <gtest/gtest.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
@@ -19,6 +23,7 @@ namespace {
 using tessera::backend;
 using tessera::backend_options;
 using tessera::session;
+using namespace std::chrono_literals;
 
 backend_options with_threads(int n) { return backend_options{}.with_threads(n); }
 
@@ -351,6 +356,50 @@ TEST(SessionDeathTest, DestroyingABackendWithAnOpenSessionIsCaught) {
             be->run([&](session&) { be.reset(); });
         },
         "backend destroyed while one of its sessions is open");
+}
+
+// A session is isolated at its arena entry: while code in it waits inside oneTBB (here the
+// application's own parallel_for), its thread runs no unrelated task. The one application slot
+// is held by a's session; b's entry, finding no slot, waits in the arena as a task. a's own item
+// returns once the worker has taken the other one, and a's thread then waits for it; the worker's
+// item keeps it busy until b's session has run or a second has passed. Without isolation a's
+// waiting thread would take b's entry and run b's session on its own stack.
+TEST(SessionTest, AWaitInsideASessionRunsNoOtherSessionsEntry) {
+    tessera::test::watchdog guard("AWaitInsideASessionRunsNoOtherSessionsEntry", 60s);
+    backend be{with_threads(2).with_session_slots(1)};
+    std::atomic<bool> a_waiting{false}, worker_started{false}, b_ran{false};
+    std::atomic<std::thread::id> b_ran_on{};
+    std::thread::id a_thread;
+    std::thread b([&] {
+        while (!a_waiting.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(20ms);  // a's thread is waiting in its parallel_for by now
+        be.run([&](session&) {
+            b_ran_on.store(std::this_thread::get_id());
+            b_ran.store(true);
+        });
+    });
+    be.run([&](session&) {
+        a_thread = std::this_thread::get_id();
+        tbb::parallel_for(
+            tbb::blocked_range<int>(0, 2, 1),
+            [&](const tbb::blocked_range<int>&) {
+                const auto until = std::chrono::steady_clock::now() + 1s;
+                if (std::this_thread::get_id() == a_thread) {
+                    while (!worker_started.load() && std::chrono::steady_clock::now() < until)
+                        std::this_thread::yield();
+                    a_waiting.store(true);
+                    return;
+                }
+                worker_started.store(true);
+                while (!b_ran.load() && std::chrono::steady_clock::now() < until)
+                    std::this_thread::yield();
+            },
+            tbb::simple_partitioner{});
+    });
+    b.join();
+    EXPECT_TRUE(worker_started.load()) << "the worker never took an item: nothing was tested";
+    EXPECT_TRUE(b_ran.load());
+    EXPECT_NE(b_ran_on.load(), a_thread) << "b's session ran on a's thread while a waited";
 }
 
 }  // namespace
