@@ -225,6 +225,22 @@ void fill_info(const tensor_view<std::int32_t>& info, std::int32_t value) noexce
                       });
 }
 
+/// Where a batched op on square [..., n, n] matrices `a` starts: sets `batch` (a's leading axes,
+/// which every other operand was checked against) and `n`. Returns false when nothing is left to
+/// compute: an empty batch, or n = 0, where every item succeeds (and `info`, if kept, says so).
+template <on_failure Mode, class T>
+bool start_square_batch(const tensor_view<const T>& a, const tensor_view<std::int32_t>& info,
+                        shape& batch, std::size_t& n) noexcept {
+    batch = leading_axes(a.shape(), 2);
+    n = a.extent(a.rank() - 1);
+    if (batch.count() == 0) return false;
+    if (n == 0) {
+        fill_info<Mode>(info, 0);
+        return false;
+    }
+    return true;
+}
+
 }  // namespace tessera::detail
 
 /// Calls X(T) for each linalg element type; the src/linalg_*.cpp files instantiate with it.

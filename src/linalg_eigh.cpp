@@ -46,10 +46,9 @@ struct eigh_kernel {
 template <on_failure Mode, class T>
 void eigh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_type_t<T>>& w,
               const tensor_view<T>& v, const tensor_view<std::int32_t>& info) {
-    const shape batch = leading_axes(a.shape(), 2);
-    const std::size_t n = a.extent(a.rank() - 1);
-    if (batch.count() == 0) return;
-    if (n == 0) return fill_info<Mode>(info, 0);
+    shape batch;
+    std::size_t n = 0;
+    if (!start_square_batch<Mode>(a, info, batch, n)) return;
     const auto st = with_info<Mode>(
         std::array<stride_array, 3>{batch_strides(a, 2, batch), batch_strides(w, 1, batch),
                                     batch_strides(v, 2, batch)},
@@ -68,10 +67,9 @@ void eigh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_
 template <on_failure Mode, class T>
 void eigvalsh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_type_t<T>>& w,
                   const tensor_view<std::int32_t>& info) {
-    const shape batch = leading_axes(a.shape(), 2);
-    const std::size_t n = a.extent(a.rank() - 1);
-    if (batch.count() == 0) return;
-    if (n == 0) return fill_info<Mode>(info, 0);
+    shape batch;
+    std::size_t n = 0;
+    if (!start_square_batch<Mode>(a, info, batch, n)) return;
     const auto st = with_info<Mode>(
         std::array<stride_array, 2>{batch_strides(a, 2, batch), batch_strides(w, 1, batch)}, info,
         batch);

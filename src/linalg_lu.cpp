@@ -420,10 +420,9 @@ struct slogdet_kernel {
 template <on_failure Mode, class T>
 void inverse_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& x,
                  const tensor_view<std::int32_t>& info) {
-    const shape batch = leading_axes(a.shape(), 2);
-    const std::size_t n = a.extent(a.rank() - 1);
-    if (batch.count() == 0) return;
-    if (n == 0) return fill_info<Mode>(info, 0);
+    shape batch;
+    std::size_t n = 0;
+    if (!start_square_batch<Mode>(a, info, batch, n)) return;
     const auto st = with_info<Mode>(
         std::array<stride_array, 2>{batch_strides(a, 2, batch), batch_strides(x, 2, batch)}, info,
         batch);
@@ -464,10 +463,9 @@ void solve_run(session& s, const tensor_view<const T>& a, const tensor_view<cons
 template <on_failure Mode, class T>
 void lu_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& lu,
             const tensor_view<std::int64_t>& piv, const tensor_view<std::int32_t>& info) {
-    const shape batch = leading_axes(a.shape(), 2);
-    const std::size_t n = a.extent(a.rank() - 1);
-    if (batch.count() == 0) return;
-    if (n == 0) return fill_info<Mode>(info, 0);
+    shape batch;
+    std::size_t n = 0;
+    if (!start_square_batch<Mode>(a, info, batch, n)) return;
     const auto st = with_info<Mode>(
         std::array<stride_array, 3>{batch_strides(a, 2, batch), batch_strides(lu, 2, batch),
                                     batch_strides(piv, 1, batch)},
