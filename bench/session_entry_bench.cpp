@@ -3,6 +3,8 @@
 // (DESIGN.md §1 and §4). `--summary` prints the contract table instead of the per-run lines.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tessera/arena.hpp>
 #include <tessera/tessera.hpp>
 #include <thread>
 
@@ -243,6 +246,76 @@ void BM_SessionPerOp(benchmark::State& state) {
     report_ops(state, ops, be.stats() - before);
 }
 
+// --- in the application's arena -----------------------------------------------------------------
+// Timed from inside a task of an application's arena of `threads` threads, as an application that
+// already runs on oneTBB calls tessera: a backend attached to that arena (no arena to enter), an
+// owned backend (a nested entry into its own arena), and, for the chain, the same tiny adds as raw
+// tbb::parallel_for calls.
+
+enum class in_arena { direct, attached, owned };
+
+void BM_EmptySession_InAppArena(benchmark::State& state, in_arena how) {
+    const int threads = static_cast<int>(state.range(0));
+    tbb::task_arena app(threads);
+    app.initialize();
+    tessera::backend attached{tessera::attached_to(app)};
+    tessera::backend owned = make_backend(threads);
+    tessera::backend& be = how == in_arena::owned ? owned : attached;
+    void (*volatile body)() = [] {};
+    tessera::stats d;
+    app.execute([&] {
+        be.run(empty_body);  // warm
+        const tessera::stats before = be.stats();
+        for (auto _ : state) {
+            if (how == in_arena::direct)
+                body();
+            else
+                be.run(empty_body);
+            benchmark::ClobberMemory();
+        }
+        d = be.stats() - before;
+    });
+    per_iteration(state, "attached_entries", d.attached_entries);
+    per_iteration(state, "arena_entries", d.arena_entries);
+}
+
+enum class chain_by { attached, owned, raw_parallel_for };
+
+// 100 tiny adds (8 floats): in one session of an attached or an owned backend, or each as its own
+// tbb::parallel_for over the elements, as oneTBB code without tessera would write them.
+void BM_Chain_InAppArena(benchmark::State& state, chain_by how) {
+    constexpr int ops = 100;
+    const int threads = static_cast<int>(state.range(0));
+    tbb::task_arena app(threads);
+    app.initialize();
+    tessera::backend attached{tessera::attached_to(app)};
+    tessera::backend owned = make_backend(threads);
+    tessera::backend& be = how == chain_by::owned ? owned : attached;
+    operands x = make_operands(be);
+    app.execute([&] {
+        for (auto _ : state) {
+            if (how == chain_by::raw_parallel_for) {
+                for (int i = 0; i < ops; ++i) {
+                    const float* a = x.a.data();
+                    const float* b = x.b.data();
+                    float* out = x.out.data();
+                    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, 8), [&](const auto& r) {
+                        for (std::size_t j = r.begin(); j < r.end(); ++j) out[j] = a[j] + b[j];
+                    });
+                    benchmark::ClobberMemory();
+                }
+            } else {
+                be.run([&](tessera::session& s) {
+                    for (int i = 0; i < ops; ++i) add_once(s, x);
+                });
+            }
+        }
+    });
+    state.counters["time_per_op"] =
+        Counter(static_cast<double>(ops) * static_cast<double>(state.iterations()),
+                Counter::kIsRate | Counter::kInvert);
+}
+
 // --- registration ---------------------------------------------------------------------------
 
 // Every run is short and repeated three times; the summary uses the medians. Real time, because
@@ -269,6 +342,30 @@ BENCHMARK(BM_InstallHandoff_Condvar)->Apply(repeated);
 BENCHMARK(BM_ArenaEnqueueWait)->Apply(multi_thread_counts)->Apply(repeated);
 BENCHMARK(BM_OpsInOneSession)->Apply(thread_counts_and_ops)->Apply(repeated);
 BENCHMARK(BM_SessionPerOp)->Apply(thread_counts_and_ops)->Apply(repeated);
+BENCHMARK_CAPTURE(BM_EmptySession_InAppArena, direct, in_arena::direct)
+    ->Name("BM_DirectCall_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
+BENCHMARK_CAPTURE(BM_EmptySession_InAppArena, attached, in_arena::attached)
+    ->Name("BM_EmptySession_Attached_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
+BENCHMARK_CAPTURE(BM_EmptySession_InAppArena, owned, in_arena::owned)
+    ->Name("BM_EmptySession_Owned_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
+BENCHMARK_CAPTURE(BM_Chain_InAppArena, attached, chain_by::attached)
+    ->Name("BM_Chain100_Attached_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
+BENCHMARK_CAPTURE(BM_Chain_InAppArena, owned, chain_by::owned)
+    ->Name("BM_Chain100_Owned_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
+BENCHMARK_CAPTURE(BM_Chain_InAppArena, raw, chain_by::raw_parallel_for)
+    ->Name("BM_Chain100_RawParallelFor_InAppArena")
+    ->Apply(multi_thread_counts)
+    ->Apply(repeated);
 
 // --- the contract table ---------------------------------------------------------------------
 
@@ -300,6 +397,17 @@ void print_summary(const tessera_bench::results& r) {
         table.add(fmt::format("per op, N=100: one session vs session per op, {} thr", t),
                   divided(median_ns(r, fmt::format("BM_OpsInOneSession/{}/100", t)), 100),
                   divided(median_ns(r, fmt::format("BM_SessionPerOp/{}/100", t)), 100), goal::info);
+
+    const std::optional<double> attached = median_ns(r, "BM_EmptySession_Attached_InAppArena/2");
+    table.add("attached empty session in the app's arena, 2 thr (baseline: direct call)", attached,
+              median_ns(r, "BM_DirectCall_InAppArena/2"), goal::ns_at_most, 10);
+    table.add("same: attached vs owned backend's empty session, 2 thr", attached,
+              median_ns(r, "BM_EmptySession_Owned_InAppArena/2"), goal::info);
+    const std::optional<double> chain = median_ns(r, "BM_Chain100_Attached_InAppArena/2");
+    table.add("100 tiny adds in the app's arena: attached vs owned session, 2 thr", chain,
+              median_ns(r, "BM_Chain100_Owned_InAppArena/2"), goal::info);
+    table.add("100 tiny adds in the app's arena: attached vs raw parallel_for, 2 thr", chain,
+              median_ns(r, "BM_Chain100_RawParallelFor_InAppArena/2"), goal::info);
 
     fmt::print("session entry: performance contract (DESIGN.md section 4), medians of 3 runs\n\n");
     table.print(stdout);

@@ -3,6 +3,7 @@
 #include "arena.hpp"
 #include "registry.hpp"
 
+#include <tessera/arena.hpp>
 #include <tessera/backend.hpp>
 #include <tessera/detail/plan_cache.hpp>
 #include <tessera/error.hpp>
@@ -33,9 +34,9 @@ constexpr int max_threads = 4096;
 // Upper bound for the plan cache: a plan is a few kilobytes, so this bounds it to about 1 GB.
 constexpr std::size_t max_plan_cache_capacity = std::size_t{1} << 18;
 
-int threads_from_environment_or_default() {
+int threads_from_environment_or(int fallback) {
     const char* env = std::getenv("TESSERA_NUM_THREADS");
-    if (env == nullptr) return tbb::info::default_concurrency();
+    if (env == nullptr) return fallback;
     const std::string_view text(env);
     int value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -47,26 +48,123 @@ int threads_from_environment_or_default() {
     return value;
 }
 
-backend_settings resolve(const backend_options& o) {
-    backend_settings s;
+// oneTBB reports a single node with the id `automatic` (-1) when it could not load its topology
+// support (libtbbbind, with hwloc); its placement constraints are then ignored without a word.
+void check_placement_support(const char* option) {
+    const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
+    if (nodes.size() == 1 && nodes.front() == tbb::task_arena::automatic)
+        throw config_error(fmt::format(
+            "backend: {} needs oneTBB's CPU-topology support (libtbbbind, with hwloc), which this "
+            "process could not load; install it (Debian: libtbbbind-2-5) or leave {} unset",
+            option, option));
+}
+
+void check_placement(const backend_options& o) {
+    if (o.numa_node.has_value()) {
+        check_placement_support("numa_node");
+        const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
+        if (std::find(nodes.begin(), nodes.end(), *o.numa_node) == nodes.end())
+            throw config_error(
+                fmt::format("backend: numa_node {} does not exist; this machine's "
+                            "NUMA nodes are {}",
+                            *o.numa_node, fmt::join(nodes, ", ")));
+    }
+    if (o.threads_per_core.has_value()) {
+        if (*o.threads_per_core < 1)
+            throw config_error(fmt::format("backend: threads_per_core must be at least 1, got {}",
+                                           *o.threads_per_core));
+        check_placement_support("threads_per_core");
+    }
+    if (o.core_type.has_value()) {
+        check_placement_support("core_type");
+        const std::vector<tbb::core_type_id> types = tbb::info::core_types();
+        if (std::find(types.begin(), types.end(), *o.core_type) == types.end())
+            throw config_error(
+                fmt::format("backend: core_type {} does not exist; this machine's "
+                            "core types are {}",
+                            *o.core_type, fmt::join(types, ", ")));
+    }
+}
+
+bool placed(const backend_options& o) noexcept {
+    return o.numa_node.has_value() || o.threads_per_core.has_value() || o.core_type.has_value();
+}
+
+tbb::task_arena::constraints constraints_of(const backend_settings& s) {
+    tbb::task_arena::constraints c;
+    c.set_numa_id(s.numa_node);
+    c.set_core_type(s.core_type);
+    c.set_max_threads_per_core(s.threads_per_core);
+    return c;
+}
+
+// What an attached backend takes from the application's arena, refused with the reason rather
+// than ignored.
+void check_attachable(const backend_options& o) {
+    if (o.threads.has_value())
+        throw config_error(
+            fmt::format("backend: threads cannot be set for a backend attached to "
+                        "the application's arena (it has the arena's concurrency), "
+                        "got {}",
+                        *o.threads));
+    if (o.session_slots != 1)
+        throw config_error(
+            fmt::format("backend: session_slots cannot be set for a backend attached "
+                        "to the application's arena (the arena has the slots), "
+                        "got {}",
+                        o.session_slots));
+    const char* option = o.numa_node.has_value()          ? "numa_node"
+                         : o.threads_per_core.has_value() ? "threads_per_core"
+                         : o.core_type.has_value()        ? "core_type"
+                                                          : nullptr;
+    if (option != nullptr)
+        throw config_error(
+            fmt::format("backend: {} places an arena of the backend's own; a backend "
+                        "attached to the application's arena runs where that arena "
+                        "runs",
+                        option));
+}
+
+// The thread count and session slots of an owned arena.
+void resolve_threads(const backend_options& o, backend_settings& s) {
     if (o.threads.has_value()) {
         if (*o.threads < 1 || *o.threads > max_threads)
             throw config_error(fmt::format("backend: threads must be between 1 and {}, got {}",
                                            max_threads, *o.threads));
         s.threads = *o.threads;
     } else {
-        s.threads = threads_from_environment_or_default();
+        // The CPUs the arena may use: the process's, or those the placement leaves (a node's).
+        s.threads = threads_from_environment_or(
+            placed(o) ? tbb::info::default_concurrency(constraints_of(s))
+                      : tbb::info::default_concurrency());
     }
     if (o.session_slots < 1 || o.session_slots > max_threads)
         throw config_error(fmt::format("backend: session_slots must be between 1 and {}, got {}",
                                        max_threads, o.session_slots));
     s.session_slots = o.session_slots;
+}
+
+backend_settings resolve(const backend_options& o) {
+    backend_settings s;
+    if (o.attachment.attached) {
+        check_attachable(o);
+        s.attached = true;
+        s.attached_to = o.attachment.arena;
+        s.session_slots = 0;  // the thread count is the arena's, read when the backend attaches
+    } else {
+        check_placement(o);
+        s.numa_node = o.numa_node.value_or(tbb::task_arena::automatic);
+        s.threads_per_core = o.threads_per_core.value_or(tbb::task_arena::automatic);
+        s.core_type = o.core_type.value_or(tbb::task_arena::automatic);
+        resolve_threads(o, s);
+    }
     s.retained_bytes_cap = o.retained_bytes_cap;
     if (o.grain < 1) throw config_error("backend: grain must be at least 1");
     s.grain = o.grain;
     if (o.plan_cache_capacity < 1 || o.plan_cache_capacity > max_plan_cache_capacity)
-        throw config_error(fmt::format("backend: plan_cache_capacity must be between 1 and {}, got {}",
-                                       max_plan_cache_capacity, o.plan_cache_capacity));
+        throw config_error(
+            fmt::format("backend: plan_cache_capacity must be between 1 and {}, got {}",
+                        max_plan_cache_capacity, o.plan_cache_capacity));
     s.plan_cache_capacity = o.plan_cache_capacity;
     return s;
 }
@@ -194,6 +292,12 @@ backend_core::backend_core(const backend_settings& settings)
     auto cold = std::make_unique<cold_state>(table_size, settings.plan_cache_capacity);
     table_ = cold->table.get();
     cold_ = cold.get();
+    if (settings_.attached) {
+        attach(*cold);
+        register_backend(this);
+        cold.release();  // owned through cold_ from here on
+        return;
+    }
     if (settings_.threads > 1) {
         // threads() tells the truth: what the process allows, which is what was asked for unless
         // the application caps oneTBB's parallelism lower.
@@ -201,10 +305,18 @@ backend_core::backend_core(const backend_settings& settings)
         settings_.threads = parallelism_limit::instance().acquire(requested_threads_);
     }
     try {
-        if (settings_.threads > 1) {
+        // A placed backend has an arena even at one thread, so that the session's thread is
+        // bound while it runs in it.
+        const bool placement = settings_.numa_node != tbb::task_arena::automatic ||
+                               settings_.threads_per_core != tbb::task_arena::automatic ||
+                               settings_.core_type != tbb::task_arena::automatic;
+        if (settings_.threads > 1 || placement) {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
-            cold->arena = std::make_unique<arena_state>(arena_slots(), settings_.session_slots);
+            arena_slots_ = settings_.threads - 1 + settings_.session_slots;
+            tbb::task_arena::constraints constraints = constraints_of(settings_);
+            constraints.set_max_concurrency(arena_slots_);
+            cold->arena = std::make_unique<arena_state>(constraints, settings_.session_slots);
             arena_ = cold->arena.get();
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
@@ -217,6 +329,23 @@ backend_core::backend_core(const backend_settings& settings)
         if (requested_threads_ > 1) parallelism_limit::instance().release(requested_threads_);
         throw;
     }
+}
+
+void backend_core::attach(cold_state& cold) {
+    if (settings_.attached_to != nullptr) {
+        cold.arena = std::make_unique<arena_state>(task_arena_of(settings_.attached_to));
+        cold.arena->arena.initialize();  // a no-op when the application has used it already
+    } else {
+        cold.arena = std::make_unique<arena_state>(tbb::task_arena::attach{});
+        if (!cold.arena->arena.is_active())
+            throw config_error(
+                "backend: attached_to_current_arena: the constructing thread runs in no oneTBB "
+                "arena; build the backend inside the application's arena (in task_arena::execute "
+                "or one of its tasks), or pass the arena with tessera::attached_to");
+    }
+    arena_ = cold.arena.get();
+    settings_.threads = arena_->arena.max_concurrency();
+    arena_slots_ = settings_.threads;
 }
 
 backend_core::~backend_core() {
@@ -288,7 +417,8 @@ bool backend_core::reserve(std::size_t bytes) noexcept {
     std::size_t pooled = pooled_bytes.load(std::memory_order_relaxed);
     do {
         if (bytes > cap || pooled > cap - bytes) return false;
-    } while (!pooled_bytes.compare_exchange_weak(pooled, pooled + bytes, std::memory_order_relaxed));
+    } while (
+        !pooled_bytes.compare_exchange_weak(pooled, pooled + bytes, std::memory_order_relaxed));
     return true;
 }
 
@@ -370,6 +500,24 @@ stats backend::stats() const { return core_->snapshot(); }
 
 std::size_t backend::trim() noexcept { return core_->trim(); }
 
+std::vector<std::unique_ptr<backend>> backends_per_numa_node(const backend_options& options) {
+    if (options.attachment.attached)
+        throw config_error(
+            "backends_per_numa_node: the options attach to the application's arena; "
+            "a backend per node owns its arena");
+    if (options.numa_node.has_value())
+        throw config_error(
+            fmt::format("backends_per_numa_node: the options set numa_node {}; each "
+                        "backend gets its own node",
+                        *options.numa_node));
+    // Without oneTBB's topology support the one node is `automatic`, which the first backend's
+    // numa_node check reports.
+    std::vector<std::unique_ptr<backend>> backends;
+    for (const tbb::numa_node_id node : tbb::info::numa_nodes())
+        backends.push_back(std::make_unique<backend>(options.with_numa_node(node)));
+    return backends;
+}
+
 backend_options backend::options() const noexcept {
     const detail::backend_settings& s = core_->settings();
     backend_options o;
@@ -378,6 +526,19 @@ backend_options backend::options() const noexcept {
     o.retained_bytes_cap = s.retained_bytes_cap;
     o.grain = s.grain;
     o.plan_cache_capacity = s.plan_cache_capacity;
+    if (s.attached) {
+        // Options that build an equal backend: the thread count and slots are the arena's.
+        o.threads.reset();
+        o.session_slots = 1;
+        o.attachment = {true, s.attached_to};
+        return o;
+    }
+    const auto option = [](int value) {
+        return value == tbb::task_arena::automatic ? std::nullopt : std::optional<int>(value);
+    };
+    o.numa_node = option(s.numa_node);
+    o.threads_per_core = option(s.threads_per_core);
+    o.core_type = option(s.core_type);
     return o;
 }
 

@@ -28,13 +28,13 @@ void run_in_arena(backend_core& core, function_ref<void(session&)> body) {
     struct arena_entry {
         fork_join edges;
         backend_core& core;
+        entry_kind kind;
         function_ref<void(session&)> body;
         void operator()() {
             fork_join::piece in_arena(edges);
-            tbb::this_task_arena::isolate(
-                [this] { session_access::open(core, entry_kind::arena, body); });
+            tbb::this_task_arena::isolate([this] { session_access::open(core, kind, body); });
         }
-    } entry{{}, core, body};
+    } entry{{}, core, core.settings().attached ? entry_kind::attached : entry_kind::arena, body};
     entry.edges.fork();
     core.arena().arena.execute(entry);
 }

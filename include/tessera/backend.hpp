@@ -17,16 +17,20 @@ namespace tessera {
 /// Construction options for a backend. Each `with_*` returns a modified copy, so options chain:
 /// `backend_options{}.with_threads(4).with_session_slots(2)`.
 struct backend_options {
-    /// Threads one session may use, itself included. Unset: the TESSERA_NUM_THREADS environment
-    /// variable if set, else the process's CPU-affinity count. 1 gives an inline backend that
+    /// Threads one session may use, itself included (the arena's maximum concurrency). Unset:
+    /// the TESSERA_NUM_THREADS environment variable if set, else the process's CPU-affinity
+    /// count (the NUMA node's concurrency with `numa_node` set). 1 gives an inline backend that
     /// never touches oneTBB. A value outside 1..4096 is a config_error, and so is a
     /// TESSERA_NUM_THREADS (read only when this is unset) that is not a whole number in 1..4096.
     /// More threads than CPUs are honoured (the backend raises oneTBB's process-wide limit while
-    /// it lives; see docs/faq.md).
+    /// it lives; see docs/faq.md). An attached backend takes its arena's concurrency: setting
+    /// this is a config_error, and TESSERA_NUM_THREADS is not read.
     std::optional<int> threads;
     /// Application threads that may hold sessions at once; further callers wait for a slot.
     /// Each slot is an arena slot reserved for application threads. A value outside 1..4096 is a
     /// config_error. No effect on a one-thread backend: it has no arena, so no caller waits.
+    /// An attached backend reserves none (see backend::session_slots): anything but 1 is a
+    /// config_error.
     int session_slots = 1;
     /// The most payload bytes the buffer pool owns, free or lent out. Allocations beyond the cap
     /// come from the heap and go straight back to it, so retained bytes never exceed the cap.
@@ -41,6 +45,31 @@ struct backend_options {
     /// Each workspace also keeps the last 16 plans its sessions used in front of this cache, so
     /// a plan may live on there after its eviction. A value outside 1..262144 is a config_error.
     std::size_t plan_cache_capacity = 256;
+
+    // Placement of the backend's own arena, mapped onto tbb::task_arena::constraints. They need
+    // oneTBB's NUMA and CPU-topology support (libtbbbind, with hwloc); where the process cannot
+    // load it, setting one is a config_error that says so. A backend with a placement option has
+    // an arena even at one thread, so that the thread running a session is bound while in it.
+
+    /// NUMA node (an id from tbb::info::numa_nodes()) whose CPUs the arena's threads run on.
+    /// With `threads` unset, the backend takes the node's concurrency. A node that does not
+    /// exist is a config_error. tessera::backends_per_numa_node (tessera/arena.hpp) makes one
+    /// backend per node.
+    std::optional<int> numa_node;
+    /// The most threads the arena puts on one physical core (1: no two on hyper-threads of one
+    /// core); unset: all. Below 1 is a config_error.
+    std::optional<int> threads_per_core;
+    /// Core type (an id from tbb::info::core_types(), for CPUs with several kinds of core) the
+    /// arena's threads run on; unset: any. An id not in that list is a config_error.
+    std::optional<int> core_type;
+
+    /// Runs the backend in an arena the application already has instead of one of its own. Set
+    /// through tessera::attached_to(arena) or tessera::attached_to_current_arena() in
+    /// tessera/arena.hpp, which names the oneTBB type this header does not include.
+    struct attachment_to_arena {
+        bool attached = false;
+        detail::application_arena* arena = nullptr;  // null when attached: the constructor's arena
+    } attachment;
 
     /// Returns a copy with `threads` set to `n`; `n` is checked when a backend is built.
     backend_options with_threads(int n) const {
@@ -72,9 +101,28 @@ struct backend_options {
         o.grain = work;
         return o;
     }
+    /// Returns a copy with `numa_node` set to `node`; checked when a backend is built.
+    backend_options with_numa_node(int node) const {
+        backend_options o = *this;
+        o.numa_node = node;
+        return o;
+    }
+    /// Returns a copy with `threads_per_core` set to `n`; checked when a backend is built.
+    backend_options with_threads_per_core(int n) const {
+        backend_options o = *this;
+        o.threads_per_core = n;
+        return o;
+    }
+    /// Returns a copy with `core_type` set to `type`; checked when a backend is built.
+    backend_options with_core_type(int type) const {
+        backend_options o = *this;
+        o.core_type = type;
+        return o;
+    }
 };
 
-/// Owns a persistent oneTBB task_arena (none when threads == 1), the buffer pool and statistics.
+/// Owns a persistent oneTBB task_arena (none when threads == 1), or runs in the application's when
+/// attached (tessera/arena.hpp), and owns the buffer pool, the plan cache and statistics.
 ///
 /// Create one and share it; any number of application threads may call run() concurrently.
 /// Destroying a backend while one of its sessions is open is a checked error; tensors may outlive
@@ -107,7 +155,10 @@ public:
     ///   the calling thread, without entering the arena: its ops run serially on that thread
     ///   (session::threads() is 1). Entering would hold that backend's slot while waiting for
     ///   one of this arena's, and two backends calling into each other could deadlock.
-    /// - Otherwise it enters the arena once (isolated) and opens a session.
+    /// - Otherwise it enters the arena once (isolated) and opens a session. An attached backend
+    ///   enters the application's arena the same way; from a thread already running in that
+    ///   arena (a task of the application's), oneTBB calls the session directly: no slot is
+    ///   taken and no other arena is entered.
     /// `fn` runs on the calling thread unless every session slot is taken, in which case oneTBB
     /// may run it on an arena thread while the caller waits. Results are returned by value.
     template <class Fn>
@@ -121,7 +172,8 @@ public:
         detail::thread_state& ts = detail::this_thread;
         detail::backend_core& core = *core_;
 
-        if (session* open = ts.innermost; open != nullptr && session_access::belongs_to(*open, core)) {
+        session* const open = ts.innermost;
+        if (open != nullptr && session_access::belongs_to(*open, core)) {
             ++session_access::counters(*open).nested_reuses;
             return session_access::call(fn, *open);
         }
@@ -158,8 +210,12 @@ public:
     /// Returns the thread count one session may use (1 for an inline backend): the requested
     /// count, or less when the application caps oneTBB's max_allowed_parallelism below it.
     int threads() const noexcept { return core_->settings().threads; }
-    /// Returns how many application threads may hold sessions at once.
+    /// Returns how many application threads may hold sessions at once: 0 for an attached backend,
+    /// which reserves no slots (threads already in the application's arena need none; a thread
+    /// from outside takes one of the slots that arena reserves for application threads).
     int session_slots() const noexcept { return core_->settings().session_slots; }
+    /// Returns true when the backend runs in the application's arena rather than one of its own.
+    bool attached() const noexcept { return core_->settings().attached; }
     /// Returns the options after defaults, the environment and the process's thread limit were
     /// applied.
     backend_options options() const noexcept;

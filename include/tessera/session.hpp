@@ -32,9 +32,9 @@ public:
     session(const session&) = delete;
     session& operator=(const session&) = delete;
 
-    /// Returns the threads this session's ops may use: the backend's thread count, or 1 for a
-    /// one-thread backend and for a session opened inside another backend's work (which runs
-    /// serially on its thread; see backend::run).
+    /// Returns the threads this session's ops may use: the backend's thread count (an attached
+    /// backend's is its arena's concurrency), or 1 for a session opened inside another backend's
+    /// work (which runs serially on its thread; see backend::run).
     int threads() const noexcept { return serial_ ? 1 : core_->settings().threads; }
 
     /// Returns true when called from the thread this session belongs to.
@@ -50,11 +50,12 @@ private:
           core_(&core),
           ws_(&core.lease(ts)),
           owner_(&ts),
-          serial_(kind == detail::entry_kind::nested_serial || !core.has_arena()) {
+          serial_(kind == detail::entry_kind::nested_serial || core.settings().threads == 1) {
         detail::session_counters& c = ws_->counters;
         ++c.sessions;
         switch (kind) {
             case detail::entry_kind::arena: ++c.arena_entries; break;
+            case detail::entry_kind::attached: ++c.attached_entries; break;
             case detail::entry_kind::inline_thread:
             case detail::entry_kind::nested_serial: ++c.inline_entries; break;
             case detail::entry_kind::child: ++c.child_sessions; break;
@@ -82,7 +83,7 @@ private:
     detail::backend_core* core_;
     detail::workspace* ws_;
     detail::thread_state* owner_;
-    bool serial_;  // ops run inline on the owner thread: no arena, or not this session's to use
+    bool serial_;  // ops run inline on the owner thread: one thread, or not this session's to use
 };
 
 namespace detail {

@@ -14,7 +14,8 @@
 // Counted by sessions, on their hot path, into the workspace they hold:
 #define TESSERA_SESSION_COUNTERS(X)                                                               \
     X(sessions, "sessions opened (top-level and child)")                                         \
-    X(arena_entries, "top-level sessions that entered the task_arena")                           \
+    X(arena_entries, "top-level sessions that entered the backend's own task_arena")             \
+    X(attached_entries, "top-level sessions of an attached backend, in the application's arena")  \
     X(inline_entries, "sessions opened without the arena: a one-thread backend's, and serial "   \
                       "ones inside another backend's work")                                       \
     X(nested_reuses, "run calls that reused the thread's open session")                          \

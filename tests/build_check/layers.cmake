@@ -10,7 +10,7 @@ cmake_minimum_required(VERSION 3.20)
 set(runtime
     detail/atomic.hpp detail/function_ref.hpp detail/runtime.hpp detail/thread_state.hpp
     detail/pool.hpp detail/counters.hpp detail/check.hpp detail/backend_core.hpp
-    stats.hpp error.hpp version.hpp session.hpp backend.hpp)
+    stats.hpp error.hpp version.hpp session.hpp backend.hpp arena.hpp)
 set(tensors shape.hpp dtype.hpp detail/broadcast.hpp tensor_view.hpp tensor.hpp)
 set(engines
     detail/validate.hpp detail/iteration.hpp detail/copy.hpp detail/parallel.hpp

@@ -18,13 +18,23 @@
 
 namespace tessera::detail {
 
+/// The application's tbb::task_arena, named only by tessera/arena.hpp and src/: a backend attached
+/// to it keeps a pointer of this incomplete type, so that backend.hpp includes no oneTBB.
+struct application_arena;
+
 /// Backend settings after defaults, the environment and validation have been applied.
 struct backend_settings {
     int threads = 1;
-    int session_slots = 1;
+    int session_slots = 1;  // 0 for an attached backend: the application's arena has the slots
     std::size_t retained_bytes_cap = 0;
     std::size_t grain = 0;
     std::size_t plan_cache_capacity = 0;
+    // Placement of an owned arena; -1: not constrained.
+    int numa_node = -1;
+    int threads_per_core = -1;
+    int core_type = -1;
+    application_arena* attached_to = nullptr;  // the application's arena, when attached
+    bool attached = false;                     // runs in the application's arena
 };
 
 struct plan_slots;
@@ -52,13 +62,15 @@ public:
 
     std::uint64_t id() const noexcept { return id_; }
     const backend_settings& settings() const noexcept { return settings_; }
-    /// False for a one-thread backend, which has no arena and never touches oneTBB.
+    /// False for a one-thread backend, which has no arena and never touches oneTBB (unless a
+    /// placement option gave it one, or it is attached to the application's).
     bool has_arena() const noexcept { return arena_ != nullptr; }
-    /// The arena; has_arena() must be true.
+    /// The arena its sessions run in, its own or the application's; has_arena() must be true.
     arena_state& arena() noexcept { return *arena_; }
-    /// The arena's slots: threads - 1 workers, plus session_slots reserved for application
-    /// threads. oneTBB numbers the threads in the arena 0 to arena_slots() - 1.
-    int arena_slots() const noexcept { return settings_.threads - 1 + settings_.session_slots; }
+    /// The slots of that arena. An owned one has threads - 1 workers plus session_slots reserved
+    /// for application threads; an attached backend's is the application's arena's concurrency.
+    /// oneTBB numbers the threads in the arena 0 to arena_slots() - 1.
+    int arena_slots() const noexcept { return arena_slots_; }
     /// The einsum plans shared by every session of this backend.
     plan_cache& plans() noexcept;
 
@@ -96,6 +108,8 @@ private:
     /// The state only the out-of-line paths touch; defined in src/backend.cpp.
     struct cold_state;
 
+    /// Takes the application's arena (the one in the settings, or the constructing thread's).
+    void attach(cold_state& cold);
     workspace& lease_slow(thread_state& ts);
     /// Counts `bytes` into the pooled bytes if that keeps them within the cap.
     bool reserve(std::size_t bytes) noexcept;
@@ -109,6 +123,7 @@ private:
     std::uint64_t id_;
     backend_settings settings_;
     int requested_threads_ = 1;     // settings_.threads before the process's limit applied
+    int arena_slots_ = 0;
     arena_state* arena_ = nullptr;  // owned by cold_; null for a one-thread backend
     workspace* table_ = nullptr;    // table_size workspaces, owned by cold_
     cold_state* cold_ = nullptr;    // owned; deleted by the destructor

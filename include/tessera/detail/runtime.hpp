@@ -18,13 +18,15 @@ namespace tessera::detail {
 
 class backend_core;
 
-/// How a session was opened: by entering the arena, inline on a one-thread backend, as a child
-/// session inside a parallel chunk of its own backend, or inline and serial inside the work of
-/// another backend (see backend::run).
-enum class entry_kind { arena, inline_thread, child, nested_serial };
+/// How a session was opened: by entering the backend's own arena, in the application's arena (an
+/// attached backend), inline on a one-thread backend, as a child session inside a parallel chunk
+/// of its own backend, or inline and serial inside the work of another backend (see backend::run).
+enum class entry_kind { arena, attached, inline_thread, child, nested_serial };
 
 /// Enters `core`'s arena with one task_arena::execute and opens a session there, isolated, so that
-/// the thread picks up no unrelated task while code in the session waits; runs `body` in it.
+/// the thread picks up no unrelated task while code in the session waits; runs `body` in it. For
+/// an attached backend the arena is the application's: on a thread already in it, oneTBB's execute
+/// calls the session directly (no slot taken, no other arena entered).
 /// Rethrows what `body` throws. (A child session needs no call here: it opens inside a parallel
 /// chunk, which runs in its fan-out's isolated region already.)
 void run_in_arena(backend_core& core, function_ref<void(session&)> body);
