@@ -50,52 +50,56 @@ int threads_from_environment_or(int fallback) {
 
 // oneTBB reports a single node with the id `automatic` (-1) when it could not load its topology
 // support (libtbbbind, with hwloc); its placement constraints are then ignored without a word.
-void check_placement_support(const char* option) {
+bool placement_supported() {
     const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
-    if (nodes.size() == 1 && nodes.front() == tbb::task_arena::automatic)
-        throw config_error(fmt::format(
-            "backend: {} needs oneTBB's CPU-topology support (libtbbbind, with hwloc), which this "
-            "process could not load; install it (Debian: libtbbbind-2-5) or leave {} unset",
-            option, option));
+    return !(nodes.size() == 1 && nodes.front() == tbb::task_arena::automatic);
+}
+
+[[noreturn]] void throw_no_placement_support(const char* who, const char* what) {
+    throw config_error(fmt::format(
+        "{}: {} needs oneTBB's CPU-topology support (libtbbbind, with hwloc), which this process "
+        "could not load (Debian: libtbbbind-2-5)",
+        who, what));
+}
+
+// The core types oneTBB knows, through the exported functions behind tbb::info::core_types, which
+// oneTBB 2021 declares only under its preview macro (see placed_arena in arena.hpp).
+std::vector<int> core_types() {
+    std::vector<int> types(tbb::detail::r1::core_type_count());
+    tbb::detail::r1::fill_core_type_indices(types.data());
+    return types;
 }
 
 void check_placement(const backend_options& o) {
     if (o.numa_node.has_value()) {
-        check_placement_support("numa_node");
+        if (!placement_supported()) throw_no_placement_support("backend", "numa_node");
         const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
         if (std::find(nodes.begin(), nodes.end(), *o.numa_node) == nodes.end())
-            throw config_error(
-                fmt::format("backend: numa_node {} does not exist; this machine's "
-                            "NUMA nodes are {}",
-                            *o.numa_node, fmt::join(nodes, ", ")));
+            throw config_error(fmt::format(
+                "backend: numa_node {} does not exist; this machine's NUMA nodes are {}",
+                *o.numa_node, fmt::join(nodes, ", ")));
     }
     if (o.threads_per_core.has_value()) {
         if (*o.threads_per_core < 1)
             throw config_error(fmt::format("backend: threads_per_core must be at least 1, got {}",
                                            *o.threads_per_core));
-        check_placement_support("threads_per_core");
+        if (!placement_supported()) throw_no_placement_support("backend", "threads_per_core");
     }
     if (o.core_type.has_value()) {
-        check_placement_support("core_type");
-        const std::vector<tbb::core_type_id> types = tbb::info::core_types();
-        if (std::find(types.begin(), types.end(), *o.core_type) == types.end())
-            throw config_error(
-                fmt::format("backend: core_type {} does not exist; this machine's "
-                            "core types are {}",
-                            *o.core_type, fmt::join(types, ", ")));
+        if (!placement_supported()) throw_no_placement_support("backend", "core_type");
+        const std::vector<int> types = core_types();
+        if (std::find(types.begin(), types.end(), *o.core_type) == types.end() || *o.core_type < 0)
+            throw config_error(fmt::format(
+                "backend: core_type {} does not exist; this machine's core types are {}",
+                *o.core_type,
+                types == std::vector<int>{tbb::task_arena::automatic}
+                    ? std::string("not reported")
+                    : fmt::format("{}", fmt::join(types, ", "))));
     }
 }
 
-bool placed(const backend_options& o) noexcept {
-    return o.numa_node.has_value() || o.threads_per_core.has_value() || o.core_type.has_value();
-}
-
-tbb::task_arena::constraints constraints_of(const backend_settings& s) {
-    tbb::task_arena::constraints c;
-    c.set_numa_id(s.numa_node);
-    c.set_core_type(s.core_type);
-    c.set_max_threads_per_core(s.threads_per_core);
-    return c;
+placement placement_of(const backend_settings& s) noexcept {
+    return {s.numa_node, s.core_type, s.threads_per_core};
 }
 
 // What an attached backend takes from the application's arena, refused with the reason rather
@@ -132,11 +136,12 @@ void resolve_threads(const backend_options& o, backend_settings& s) {
             throw config_error(fmt::format("backend: threads must be between 1 and {}, got {}",
                                            max_threads, *o.threads));
         s.threads = *o.threads;
+    } else if (placement_of(s).constrains()) {
+        // The CPUs the placement leaves (a node's); TESSERA_NUM_THREADS, a process-wide default,
+        // is not read here, so that one backend per node gets each node's count.
+        s.threads = default_concurrency(placement_of(s));
     } else {
-        // The CPUs the arena may use: the process's, or those the placement leaves (a node's).
-        s.threads = threads_from_environment_or(
-            placed(o) ? tbb::info::default_concurrency(constraints_of(s))
-                      : tbb::info::default_concurrency());
+        s.threads = threads_from_environment_or(tbb::info::default_concurrency());
     }
     if (o.session_slots < 1 || o.session_slots > max_threads)
         throw config_error(fmt::format("backend: session_slots must be between 1 and {}, got {}",
@@ -146,6 +151,10 @@ void resolve_threads(const backend_options& o, backend_settings& s) {
 
 backend_settings resolve(const backend_options& o) {
     backend_settings s;
+    if (o.attachment.arena != nullptr && !o.attachment.attached)
+        throw config_error(
+            "backend: attachment.arena is set but attachment.attached is not; "
+            "make the options with tessera::attached_to");
     if (o.attachment.attached) {
         check_attachable(o);
         s.attached = true;
@@ -307,16 +316,13 @@ backend_core::backend_core(const backend_settings& settings)
     try {
         // A placed backend has an arena even at one thread, so that the session's thread is
         // bound while it runs in it.
-        const bool placement = settings_.numa_node != tbb::task_arena::automatic ||
-                               settings_.threads_per_core != tbb::task_arena::automatic ||
-                               settings_.core_type != tbb::task_arena::automatic;
-        if (settings_.threads > 1 || placement) {
+        const placement where = placement_of(settings_);
+        if (settings_.threads > 1 || where.constrains()) {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
             arena_slots_ = settings_.threads - 1 + settings_.session_slots;
-            tbb::task_arena::constraints constraints = constraints_of(settings_);
-            constraints.set_max_concurrency(arena_slots_);
-            cold->arena = std::make_unique<arena_state>(constraints, settings_.session_slots);
+            cold->arena =
+                std::make_unique<arena_state>(where, arena_slots_, settings_.session_slots);
             arena_ = cold->arena.get();
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
@@ -333,15 +339,24 @@ backend_core::backend_core(const backend_settings& settings)
 
 void backend_core::attach(cold_state& cold) {
     if (settings_.attached_to != nullptr) {
+        // Not initialised here: the application's settings stay its own until its first use (or
+        // ours), and an arena not yet initialised reports the concurrency it will have.
         cold.arena = std::make_unique<arena_state>(task_arena_of(settings_.attached_to));
-        cold.arena->arena.initialize();  // a no-op when the application has used it already
     } else {
+        // Inside a session or chunk of a backend, the thread's arena is that backend's own.
+        if (this_thread.innermost != nullptr || this_thread.chunk_of != nullptr)
+            throw config_error(
+                "backend: attached_to_current_arena inside a tessera session or parallel op: the "
+                "thread's arena is that backend's own; pass the application's arena with "
+                "tessera::attached_to");
         cold.arena = std::make_unique<arena_state>(tbb::task_arena::attach{});
         if (!cold.arena->arena.is_active())
             throw config_error(
                 "backend: attached_to_current_arena: the constructing thread runs in no oneTBB "
                 "arena; build the backend inside the application's arena (in task_arena::execute "
                 "or one of its tasks), or pass the arena with tessera::attached_to");
+        // options() hands this handle on: a backend built from them attaches to the same arena.
+        settings_.attached_to = reinterpret_cast<application_arena*>(&cold.arena->arena);
     }
     arena_ = cold.arena.get();
     settings_.threads = arena_->arena.max_concurrency();
@@ -510,8 +525,8 @@ std::vector<std::unique_ptr<backend>> backends_per_numa_node(const backend_optio
             fmt::format("backends_per_numa_node: the options set numa_node {}; each "
                         "backend gets its own node",
                         *options.numa_node));
-    // Without oneTBB's topology support the one node is `automatic`, which the first backend's
-    // numa_node check reports.
+    if (!detail::placement_supported())
+        detail::throw_no_placement_support("backends_per_numa_node", "placing backends on nodes");
     std::vector<std::unique_ptr<backend>> backends;
     for (const tbb::numa_node_id node : tbb::info::numa_nodes())
         backends.push_back(std::make_unique<backend>(options.with_numa_node(node)));

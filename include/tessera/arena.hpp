@@ -23,7 +23,9 @@ namespace tessera {
 ///
 /// From a thread already running in the arena, run() enters no arena (oneTBB calls the session
 /// directly); from a thread outside it, run() enters it as an owned backend's run() enters its
-/// own, taking one of the slots the arena reserves for application threads.
+/// own: it takes a free slot of the arena (oneTBB tries those reserved for application threads
+/// first), or waits while a thread of the arena runs the session. Keep the arena alive, and do not
+/// terminate or re-initialise it, while the backend lives: the backend reads its concurrency once.
 inline backend_options attached_to(tbb::task_arena& arena) {
     backend_options options;
     options.attachment.attached = true;
@@ -33,9 +35,13 @@ inline backend_options attached_to(tbb::task_arena& arena) {
     return options;
 }
 
-/// Options for a backend attached, as with attached_to, to the arena of the thread that builds it
-/// (a backend built inside task_arena::execute or a task of the application's). Building it on a
-/// thread that runs in no oneTBB arena is a config_error.
+/// Options for a backend attached, as with attached_to, to the arena of the thread that builds it:
+/// inside task_arena::execute or a task of the application's, that arena. Note oneTBB's rule: a
+/// thread that has used oneTBB outside any task_arena (or whose execute has returned) runs in its
+/// implicit arena, and that is what it attaches to. Building it on a thread that has never used
+/// oneTBB, or inside a tessera session or parallel op (whose arena is that backend's own), is a
+/// config_error. The backend's options() carry the attached arena on, for as long as the backend
+/// lives.
 inline backend_options attached_to_current_arena() {
     backend_options options;
     options.attachment.attached = true;

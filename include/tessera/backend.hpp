@@ -19,7 +19,8 @@ namespace tessera {
 struct backend_options {
     /// Threads one session may use, itself included (the arena's maximum concurrency). Unset:
     /// the TESSERA_NUM_THREADS environment variable if set, else the process's CPU-affinity
-    /// count (the NUMA node's concurrency with `numa_node` set). 1 gives an inline backend that
+    /// count; with a placement option, the concurrency the placement leaves (a NUMA node's),
+    /// and the variable is not read. 1 gives an inline backend that
     /// never touches oneTBB. A value outside 1..4096 is a config_error, and so is a
     /// TESSERA_NUM_THREADS (read only when this is unset) that is not a whole number in 1..4096.
     /// More threads than CPUs are honoured (the backend raises oneTBB's process-wide limit while
@@ -28,7 +29,8 @@ struct backend_options {
     std::optional<int> threads;
     /// Application threads that may hold sessions at once; further callers wait for a slot.
     /// Each slot is an arena slot reserved for application threads. A value outside 1..4096 is a
-    /// config_error. No effect on a one-thread backend: it has no arena, so no caller waits.
+    /// config_error. No effect on a one-thread backend: it has no arena, so no caller waits (a
+    /// placement option gives it one, and then the limit applies).
     /// An attached backend reserves none (see backend::session_slots): anything but 1 is a
     /// config_error.
     int session_slots = 1;
@@ -148,7 +150,8 @@ public:
     /// The first matching case applies:
     /// - On a thread whose innermost open session belongs to this backend it reuses that session,
     ///   also inside a parallel chunk that runs on the session's own thread (a nested reuse).
-    /// - On a one-thread backend it opens the session inline: no arena, no oneTBB call.
+    /// - On a one-thread backend (without a placement option) it opens the session inline: no
+    ///   arena, no oneTBB call.
     /// - Inside a parallel chunk of this backend on another (worker) thread it opens a child
     ///   session with its own workspace, inline (the thread is already in the arena).
     /// - Inside a session or a parallel chunk of another backend it opens a session inline on
@@ -208,11 +211,12 @@ public:
     std::size_t trim() noexcept;
 
     /// Returns the thread count one session may use (1 for an inline backend): the requested
-    /// count, or less when the application caps oneTBB's max_allowed_parallelism below it.
+    /// count, or less when the application caps oneTBB's max_allowed_parallelism below it. For
+    /// an attached backend, its arena's concurrency (as oneTBB reports it, whatever the caps).
     int threads() const noexcept { return core_->settings().threads; }
     /// Returns how many application threads may hold sessions at once: 0 for an attached backend,
     /// which reserves no slots (threads already in the application's arena need none; a thread
-    /// from outside takes one of the slots that arena reserves for application threads).
+    /// from outside takes a free slot of that arena, or waits while an arena thread runs it).
     int session_slots() const noexcept { return core_->settings().session_slots; }
     /// Returns true when the backend runs in the application's arena rather than one of its own.
     bool attached() const noexcept { return core_->settings().attached; }

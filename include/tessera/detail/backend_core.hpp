@@ -124,7 +124,7 @@ private:
     backend_settings settings_;
     int requested_threads_ = 1;     // settings_.threads before the process's limit applied
     int arena_slots_ = 0;
-    arena_state* arena_ = nullptr;  // owned by cold_; null for a one-thread backend
+    arena_state* arena_ = nullptr;  // owned by cold_; null for an unplaced one-thread backend
     workspace* table_ = nullptr;    // table_size workspaces, owned by cold_
     cold_state* cold_ = nullptr;    // owned; deleted by the destructor
 };
