@@ -16,6 +16,7 @@
 #include <tessera/arena.hpp>
 #include <tessera/tessera.hpp>
 
+#include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
@@ -96,14 +97,17 @@ TEST(AttachedBackendTest, TasksOfTheApplicationsArenaRunThereAndEnterNoOther) {
         std::atomic<int> foreign{0}, wrong{0};
         {
             tessera::detail::fork_join edges;
-            edges.fork();
             app.execute([&] {
-                tbb::parallel_for(0, 64, [&](int i) {
+                const auto tasks = [&](const tbb::blocked_range<int>& r) {
                     tessera::detail::fork_join::piece in_task(edges);
-                    backend& mine = i % 2 == 0 ? be : other;
-                    if (!mine.run([&](session& s) { return double_in(s, app_id, foreign); }))
-                        wrong.fetch_add(1);
-                });
+                    for (int i = r.begin(); i < r.end(); ++i) {
+                        backend& mine = i % 2 == 0 ? be : other;
+                        if (!mine.run([&](session& s) { return double_in(s, app_id, foreign); }))
+                            wrong.fetch_add(1);
+                    }
+                };
+                edges.fork();  // last, after the body is made (oneTBB's copies of it: tsan.supp)
+                tbb::parallel_for(tbb::blocked_range<int>(0, 64, 1), tasks);
             });
         }
         ASSERT_EQ(foreign.load(), 0) << "round " << round << ": chunks ran outside the arena";
@@ -254,13 +258,16 @@ TEST(AttachedBackendTest, NestsWithOwnedAndAttachedBackendsInBothOrders) {
     const void* const app_id = arena_of(app);
     {
         tessera::detail::fork_join edges;
-        edges.fork();
         app.execute([&] {
-            tbb::parallel_for(0, 8, [&](int) {
+            const auto tasks = [&](const tbb::blocked_range<int>& r) {
                 tessera::detail::fork_join::piece in_task(edges);
-                attached.run([&](session& s) { double_in(s, app_id, foreign); });
-                owned.run(work);
-            });
+                for (int i = r.begin(); i < r.end(); ++i) {
+                    attached.run([&](session& s) { double_in(s, app_id, foreign); });
+                    owned.run(work);
+                }
+            };
+            edges.fork();  // last, after the body is made (oneTBB's copies of it: tsan.supp)
+            tbb::parallel_for(tbb::blocked_range<int>(0, 8, 1), tasks);
         });
     }
     EXPECT_EQ(foreign.load(), 0);
@@ -300,6 +307,22 @@ bool affinity_within(const std::set<int>& allowed) {
     return true;
 }
 
+// oneTBB loads its topology support (libtbbbind) with dlopen(RTLD_DEEPBIND), which the
+// sanitizer runtimes refuse by ending the process; placement cannot be tested under them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool under_sanitizer = true;
+#else
+constexpr bool under_sanitizer = false;
+#endif
+
+class PlacementTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (under_sanitizer)
+            GTEST_SKIP() << "oneTBB's libtbbbind cannot be loaded under sanitizers";
+    }
+};
+
 // oneTBB reports one node with the id -1 when it cannot load its topology support (libtbbbind).
 bool topology_supported() {
     const std::vector<int> nodes = tbb::info::numa_nodes();
@@ -309,7 +332,7 @@ bool topology_supported() {
 // A backend placed on a NUMA node reports the node's concurrency, and every thread that runs its
 // ops (the session's and the workers') may run only on the node's CPUs; also with a thread count
 // below the node's, where the arena still binds the one session thread.
-TEST(PlacementTest, ANodesBackendRunsOnTheNodesCpus) {
+TEST_F(PlacementTest, ANodesBackendRunsOnTheNodesCpus) {
     if (!topology_supported()) GTEST_SKIP() << "oneTBB could not load its topology support";
     for (const int node : tbb::info::numa_nodes()) {
         SCOPED_TRACE("node " + std::to_string(node));
@@ -344,7 +367,7 @@ TEST(PlacementTest, ANodesBackendRunsOnTheNodesCpus) {
     }
 }
 
-TEST(PlacementTest, BadOptionsAreConfigErrorsNamingTheOption) {
+TEST_F(PlacementTest, BadOptionsAreConfigErrorsNamingTheOption) {
     const auto error = [](const backend_options& o) {
         return tessera::test::message_of<config_error>([&] { backend be{o}; });
     };
@@ -371,7 +394,7 @@ TEST(PlacementTest, BadOptionsAreConfigErrorsNamingTheOption) {
 // threads_per_core and core_type reach the arena: the backend's default thread count is what
 // oneTBB computes for the same constraints, and the options round-trip. (On a machine with one
 // hyper-thread per core and one core type the counts equal the CPU count.)
-TEST(PlacementTest, ThreadsPerCoreAndCoreTypeReachTheArena) {
+TEST_F(PlacementTest, ThreadsPerCoreAndCoreTypeReachTheArena) {
     if (!topology_supported()) GTEST_SKIP() << "oneTBB could not load its topology support";
     backend one_per_core{backend_options{}.with_threads_per_core(1)};
     EXPECT_EQ(
@@ -388,7 +411,7 @@ TEST(PlacementTest, ThreadsPerCoreAndCoreTypeReachTheArena) {
     }
 }
 
-TEST(PlacementTest, OneBackendPerNumaNode) {
+TEST_F(PlacementTest, OneBackendPerNumaNode) {
     if (!topology_supported()) {
         EXPECT_EQ(tessera::test::message_of<config_error>([] {
                       tessera::backends_per_numa_node();
