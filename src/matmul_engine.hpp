@@ -41,6 +41,15 @@ inline constexpr std::size_t fma_per_work_unit = 4;
 /// blocking (up to 48 rows by 8 columns with AVX-512).
 inline constexpr std::size_t min_tile = 64;
 
+/// A batch of fewer large matrices than this is split into tiles, to about this many items in all,
+/// so that up to that many threads find work; a tile holds at least tile_fma multiply-adds (a
+/// 160^3 product), so the extra packing it costs stays near 1 %. Fixed numbers, never derived from
+/// the thread count or the grain: a tile is one Eigen GEMM whose blocking, and so the order of its
+/// sums, follows the tile's size, so a tiling that followed the threads would give different bits
+/// on a different thread count.
+inline constexpr std::size_t tiled_items = 32;
+inline constexpr std::size_t tile_fma = std::size_t{1} << 22;
+
 /// Returns a * b, saturating at SIZE_MAX.
 constexpr std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
     std::size_t r = 0;
@@ -143,15 +152,13 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
                        sc = batch_strides(cw, 2, batch);
     const iteration<3> batch_it = collapse<3>(batch, {&sa, &sb, &sc});
 
-    // Items: matrices, or tiles of matrices when a few large products must share the threads.
-    const std::size_t threads = static_cast<std::size_t>(s.threads());
+    // Items: matrices, or tiles of matrices when a few large products must share the threads. The
+    // tiling is a function of the shapes alone (see tiled_items), so every thread count and grain
+    // computes the same tiles, and the same bits.
     std::size_t tiles_m = 1, tiles_n = 1;
     const std::size_t fma = saturating_mul(saturating_mul(m, n), k);
-    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
-    if (path == product_path::gemm && threads > 1 && count < 2 * threads &&
-        fma / fma_per_work_unit > 2 * grain) {
-        const std::size_t want =
-            std::min((4 * threads + count - 1) / count, fma / fma_per_work_unit / grain);
+    if (path == product_path::gemm && count < tiled_items && fma >= 2 * tile_fma) {
+        const std::size_t want = std::min((tiled_items + count - 1) / count, fma / tile_fma);
         while (tiles_m * tiles_n * 2 <= want) {
             const std::size_t tm = (m + tiles_m - 1) / tiles_m, tn = (n + tiles_n - 1) / tiles_n;
             if (tm >= tn && tm >= 2 * min_tile)
@@ -177,6 +184,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     const std::size_t item_units =
         std::max<std::size_t>(1, saturating_mul(saturating_mul(tm, tn), std::max<std::size_t>(k, 1)) /
                                      fma_per_work_unit);
+    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
     const std::size_t grain_items = std::max<std::size_t>(1, grain / item_units);
     const bool parallel = session_access::may_fan_out(s) && items > grain_items;
 

@@ -7,6 +7,7 @@
 
 #include <tessera/backend.hpp>
 #include <tessera/error.hpp>
+#include <tessera/ops/einsum.hpp>
 #include <tessera/ops/matmul.hpp>
 #include <tessera/stats.hpp>
 #include <tessera/tensor.hpp>
@@ -19,6 +20,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -829,5 +831,74 @@ TEST_P(ContractionTest, TensordotRejectsBadAxes) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, ContractionTest, ::testing::ValuesIn(tessera::test::thread_counts()),
                          tessera::test::thread_count_name);
+
+// Products give the same bits whatever the backend's thread count and grain: their work is split
+// by the shapes alone (docs/reliability.md). The products below sit on both sides of every
+// tiling decision: one matrix below and just above the size that is tiled, tiles limited by the
+// smallest tile side on one axis, sides that are not multiples of the 16-row rounding, a small
+// batch of tiled matrices and a batch too long to tile, and the same through tensordot and einsum.
+template <class T>
+std::vector<std::vector<T>> products_on(backend& be, std::uint64_t seed) {
+    return be.run([&](session& s) {
+        std::mt19937_64 rng(seed);
+        std::vector<std::vector<T>> results;
+        const auto keep = [&](const tensor<T>& c) {
+            results.emplace_back(c.data(), c.data() + c.size());
+        };
+        const std::array<std::array<std::size_t, 3>, 9> sizes{{{160, 160, 160},
+                                                               {204, 204, 204},
+                                                               {256, 256, 256},
+                                                               {520, 130, 300},
+                                                               {64, 1000, 200},
+                                                               {1000, 64, 150},
+                                                               {333, 257, 129},
+                                                               {256, 256, 2048},
+                                                               {96, 640, 1500}}};
+        for (const auto& [m, n, k] : sizes) {
+            const tensor<T> a = random_tensor<T>(s, {m, k}, rng);
+            const tensor<T> b = random_tensor<T>(s, {k, n}, rng);
+            keep(tessera::matmul(s, a, b));
+        }
+        const tensor<T> a2 = random_tensor<T>(s, {2, 256, 256}, rng);
+        const tensor<T> b2 = random_tensor<T>(s, {256, 256}, rng);  // broadcast over the batch
+        keep(tessera::batched_matmul(s, a2, b2));
+        const tensor<T> a33 = random_tensor<T>(s, {33, 96, 96}, rng);
+        keep(tessera::batched_matmul(s, a33, a33));
+        const tensor<T> x = random_tensor<T>(s, {16, 16, 256}, rng);
+        const tensor<T> y = random_tensor<T>(s, {256, 16, 16}, rng);
+        keep(tessera::tensordot(s, x, y, {2}, {0}));
+        keep(tessera::einsum(s, "ijk,klm->ijlm", x, y));
+        return results;
+    });
+}
+
+template <class T>
+void expect_same_bits_at_every_thread_count() {
+    const std::uint64_t seed = fresh_seed();
+    backend reference_backend{backend_options{}.with_threads(1)};
+    const std::vector<std::vector<T>> reference = products_on<T>(reference_backend, seed);
+    for (const int threads : {1, 2, 3, 4}) {
+        for (const std::size_t grain : {std::size_t{1}, std::size_t{1} << 15, std::size_t{1} << 40}) {
+            backend be{backend_options{}.with_threads(threads).with_grain(grain)};
+            const std::vector<std::vector<T>> got = products_on<T>(be, seed);
+            ASSERT_EQ(got.size(), reference.size());
+            for (std::size_t i = 0; i < got.size(); ++i) {
+                ASSERT_EQ(got[i].size(), reference[i].size());
+                const bool same = std::memcmp(got[i].data(), reference[i].data(),
+                                              got[i].size() * sizeof(T)) == 0;
+                EXPECT_TRUE(same) << "product " << i << " differs from the one-thread result with "
+                                  << threads << " threads, grain " << grain;
+            }
+        }
+    }
+}
+
+TEST(ProductBitsTest, FloatProductsAreTheSameAtEveryThreadCountAndGrain) {
+    expect_same_bits_at_every_thread_count<float>();
+}
+
+TEST(ProductBitsTest, DoubleProductsAreTheSameAtEveryThreadCountAndGrain) {
+    expect_same_bits_at_every_thread_count<double>();
+}
 
 }  // namespace
