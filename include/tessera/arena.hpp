@@ -4,10 +4,11 @@
 // tbb::task_arena; include it only where that is wanted. See docs/integration.md.
 #pragma once
 
+#include <tessera/backend.hpp>
+
 #include <oneapi/tbb/task_arena.h>
 
 #include <memory>
-#include <tessera/backend.hpp>
 #include <vector>
 
 namespace tessera {

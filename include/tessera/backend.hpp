@@ -20,8 +20,8 @@ struct backend_options {
     /// Threads one session may use, itself included (the arena's maximum concurrency). Unset:
     /// the TESSERA_NUM_THREADS environment variable if set, else the process's CPU-affinity
     /// count; with a placement option, the concurrency the placement leaves (a NUMA node's),
-    /// and the variable is not read. 1 gives an inline backend that
-    /// never touches oneTBB. A value outside 1..4096 is a config_error, and so is a
+    /// and the variable is not read. 1 gives an inline backend that never touches oneTBB
+    /// (without a placement option). A value outside 1..4096 is a config_error, and so is a
     /// TESSERA_NUM_THREADS (read only when this is unset) that is not a whole number in 1..4096.
     /// More threads than CPUs are honoured (the backend raises oneTBB's process-wide limit while
     /// it lives; see docs/faq.md). An attached backend takes its arena's concurrency: setting
@@ -48,7 +48,7 @@ struct backend_options {
     /// a plan may live on there after its eviction. A value outside 1..262144 is a config_error.
     std::size_t plan_cache_capacity = 256;
 
-    // Placement of the backend's own arena, mapped onto tbb::task_arena::constraints. They need
+    // Placement of the backend's own arena, as oneTBB's arena constraints. They need
     // oneTBB's NUMA and CPU-topology support (libtbbbind, with hwloc); where the process cannot
     // load it, setting one is a config_error that says so. A backend with a placement option has
     // an arena even at one thread, so that the thread running a session is bound while in it.

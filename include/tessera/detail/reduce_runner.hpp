@@ -257,7 +257,8 @@ private:
     void run_single(std::size_t g) const {
         const group at = position(g);
         if (p_.red.count == 0) return write_one(at.out, at.in, A{});
-        write_one(at.out, at.in, reduce_tree<A>(0, leaves_, leaf_of<false>(at), joiner<false>()));
+        write_one(at.out, at.in,
+                  reduce_tree_streams<A>(0, leaves_, leaf_of<false>(at), joiner<false>()));
     }
 
     // Folds `len` rows (stride st, flat indices from `first`) into the partial results `cur` of
@@ -364,7 +365,11 @@ private:
         tree_reduce(
             core, leaves_, leaf_grain, &value,
             [&](void* v, std::size_t lo, std::size_t hi) {
-                std::construct_at(static_cast<V*>(v), reduce_tree<V>(lo, hi, leaf, join));
+                if constexpr (Tile)
+                    std::construct_at(static_cast<V*>(v), reduce_tree<V>(lo, hi, leaf, join));
+                else
+                    std::construct_at(static_cast<V*>(v),
+                                      reduce_tree_streams<V>(lo, hi, leaf, join));
             },
             [&](void* left, const void* right) {
                 V& l = *static_cast<V*>(left);
