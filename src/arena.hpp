@@ -18,16 +18,20 @@ inline tbb::task_arena& task_arena_of(application_arena* arena) noexcept {
     return *reinterpret_cast<tbb::task_arena*>(arena);
 }
 
-/// Where an owned arena's threads may run; tbb::task_arena::automatic (-1) leaves one
-/// unconstrained.
+/// oneTBB's "automatic" (-1): no constraint. A constant of our own, since binding
+/// tbb::task_arena::automatic to a reference (as std::optional::value_or does) needs a definition
+/// that oneTBB's header does not provide.
+inline constexpr int unconstrained = tbb::task_arena::automatic;
+
+/// Where an owned arena's threads may run; `unconstrained` leaves one free.
 struct placement {
-    int numa_node = tbb::task_arena::automatic;
-    int core_type = tbb::task_arena::automatic;
-    int threads_per_core = tbb::task_arena::automatic;
+    int numa_node = unconstrained;
+    int core_type = unconstrained;
+    int threads_per_core = unconstrained;
 
     bool constrains() const noexcept {
-        return numa_node != tbb::task_arena::automatic || core_type != tbb::task_arena::automatic ||
-               threads_per_core != tbb::task_arena::automatic;
+        return numa_node != unconstrained || core_type != unconstrained ||
+               threads_per_core != unconstrained;
     }
 };
 
@@ -53,7 +57,7 @@ public:
 inline int default_concurrency(const placement& where) {
     // Not initialised, and with an automatic concurrency, an arena reports the default for its
     // placement.
-    return placed_arena(where, tbb::task_arena::automatic, 1).max_concurrency();
+    return placed_arena(where, unconstrained, 1).max_concurrency();
 }
 
 struct arena_state {

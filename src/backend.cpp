@@ -52,7 +52,7 @@ int threads_from_environment_or(int fallback) {
 // support (libtbbbind, with hwloc); its placement constraints are then ignored without a word.
 bool placement_supported() {
     const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
-    return !(nodes.size() == 1 && nodes.front() == tbb::task_arena::automatic);
+    return !(nodes.size() == 1 && nodes.front() == unconstrained);
 }
 
 [[noreturn]] void throw_no_placement_support(const char* who, const char* what) {
@@ -92,7 +92,7 @@ void check_placement(const backend_options& o) {
             throw config_error(fmt::format(
                 "backend: core_type {} does not exist; this machine's core types are {}",
                 *o.core_type,
-                types == std::vector<int>{tbb::task_arena::automatic}
+                types == std::vector<int>{unconstrained}
                     ? std::string("not reported")
                     : fmt::format("{}", fmt::join(types, ", "))));
     }
@@ -162,9 +162,9 @@ backend_settings resolve(const backend_options& o) {
         s.session_slots = 0;  // the thread count is the arena's, read when the backend attaches
     } else {
         check_placement(o);
-        s.numa_node = o.numa_node.value_or(tbb::task_arena::automatic);
-        s.threads_per_core = o.threads_per_core.value_or(tbb::task_arena::automatic);
-        s.core_type = o.core_type.value_or(tbb::task_arena::automatic);
+        s.numa_node = o.numa_node.value_or(unconstrained);
+        s.threads_per_core = o.threads_per_core.value_or(unconstrained);
+        s.core_type = o.core_type.value_or(unconstrained);
         resolve_threads(o, s);
     }
     s.retained_bytes_cap = o.retained_bytes_cap;
@@ -549,7 +549,7 @@ backend_options backend::options() const noexcept {
         return o;
     }
     const auto option = [](int value) {
-        return value == tbb::task_arena::automatic ? std::nullopt : std::optional<int>(value);
+        return value == detail::unconstrained ? std::nullopt : std::optional<int>(value);
     };
     o.numa_node = option(s.numa_node);
     o.threads_per_core = option(s.threads_per_core);

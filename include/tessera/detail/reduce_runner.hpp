@@ -413,7 +413,8 @@ private:
             return;
         }
         const std::size_t per_group = n * (Tile ? std::min(columns_, p_.lane_extent) : 1);
-        fan_out(core, groups, std::max<std::size_t>(1, grain / per_group), [&](std::size_t begin, std::size_t end) {
+        const std::size_t group_grain = std::max<std::size_t>(1, grain / per_group);
+        fan_out(core, groups, group_grain, [&](std::size_t begin, std::size_t end) {
             for (std::size_t g = begin; g != end; ++g) run_serial(g);
         });
     }
