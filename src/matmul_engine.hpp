@@ -43,12 +43,12 @@ inline constexpr std::size_t min_tile = 64;
 
 /// A batch of fewer large matrices than this is split into tiles, to about this many items in all,
 /// so that up to that many threads find work; a tile holds at least tile_fma multiply-adds (a
-/// 160^3 product), so the extra packing it costs stays near 1 %. Fixed numbers, never derived from
+/// 64^3 product), and a product is tiled from twice that, about where a second thread pays. Fixed numbers, never derived from
 /// the thread count or the grain: a tile is one Eigen GEMM whose blocking, and so the order of its
 /// sums, follows the tile's size, so a tiling that followed the threads would give different bits
 /// on a different thread count.
-inline constexpr std::size_t tiled_items = 32;
-inline constexpr std::size_t tile_fma = std::size_t{1} << 22;
+inline constexpr std::size_t tiled_items = 64;
+inline constexpr std::size_t tile_fma = std::size_t{1} << 18;
 
 /// Returns a * b, saturating at SIZE_MAX.
 constexpr std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
@@ -326,8 +326,9 @@ tensor_view<const T> flattened(session& s, const tensor_view<const T>& v, tensor
     return tensor_view<const T>(keep.data(), to);
 }
 
-/// sum(f(a_i) * b_i) over two flat views of equal length, f = conj for vdot: blocks of at least a
-/// grain summed in a fixed order, so the result does not depend on the thread count.
+/// sum(f(a_i) * b_i) over two flat views of equal length, f = conj for vdot: blocks of a size that
+/// depends on the length alone, summed in a fixed order, so the result depends on neither the
+/// thread count nor the grain.
 template <bool Conjugate, class T>
 T flat_dot(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b) {
     const std::size_t n = a.size();
@@ -351,15 +352,19 @@ T flat_dot(session& s, const tensor_view<const T>& a, const tensor_view<const T>
         }
         return (acc[0] + acc[1]) + (acc[2] + acc[3]);
     };
-    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
+    // Blocks of a size fixed by n alone (never by the grain or the threads), summed in order: the
+    // same bits whether they run inline or spread over the threads.
+    constexpr std::size_t block_size = std::size_t{1} << 14;
     constexpr std::size_t max_blocks = 256;
-    const std::size_t blocks = std::clamp<std::size_t>(n / grain, 1, max_blocks);
+    const std::size_t blocks = std::clamp<std::size_t>(n / block_size, 1, max_blocks);
     if (blocks == 1) {
         ++session_access::counters(s).inline_dispatches;
         return partial(0, n);
     }
+    const std::size_t grain = std::max<std::size_t>(1, session_access::core(s).settings().grain);
     std::array<T, max_blocks> sums{};
-    parallel_range(s, blocks, 1, [&](std::size_t begin, std::size_t end) {
+    const std::size_t grain_blocks = std::max<std::size_t>(1, grain / (n / blocks));
+    parallel_range(s, blocks, grain_blocks, [&](std::size_t begin, std::size_t end) {
         for (std::size_t blk = begin; blk < end; ++blk) sums[blk] = partial(blk * n / blocks, (blk + 1) * n / blocks);
     });
     T total{};

@@ -834,9 +834,12 @@ INSTANTIATE_TEST_SUITE_P(Threads, ContractionTest, ::testing::ValuesIn(tessera::
 
 // Products give the same bits whatever the backend's thread count and grain: their work is split
 // by the shapes alone (docs/reliability.md). The products below sit on both sides of every
-// tiling decision: one matrix below and just above the size that is tiled, tiles limited by the
-// smallest tile side on one axis, sides that are not multiples of the 16-row rounding, a small
-// batch of tiled matrices and a batch too long to tile, and the same through tensordot and einsum.
+// tiling decision (src/matmul_engine.hpp: tiled from m n k = 2^19 in batches of fewer than 64,
+// tiles of at least 2^18 multiply-adds and sides of at least 64, about 64 items in all): one
+// matrix just below and at the size that is tiled, tiles limited by the smallest tile side,
+// sides that are not multiples of the 16-row rounding, batches of 63 and 64 tiled-size matrices,
+// a batch whose length limits the tiles, the same through tensordot and einsum, and the blocked
+// sums of dot and vdot of two vectors.
 template <class T>
 std::vector<std::vector<T>> products_on(backend& be, std::uint64_t seed) {
     return be.run([&](session& s) {
@@ -845,8 +848,8 @@ std::vector<std::vector<T>> products_on(backend& be, std::uint64_t seed) {
         const auto keep = [&](const tensor<T>& c) {
             results.emplace_back(c.data(), c.data() + c.size());
         };
-        const std::array<std::array<std::size_t, 3>, 9> sizes{{{160, 160, 160},
-                                                               {204, 204, 204},
+        const std::array<std::array<std::size_t, 3>, 9> sizes{{{127, 64, 64},
+                                                               {128, 64, 64},
                                                                {256, 256, 256},
                                                                {520, 130, 300},
                                                                {64, 1000, 200},
@@ -862,12 +865,22 @@ std::vector<std::vector<T>> products_on(backend& be, std::uint64_t seed) {
         const tensor<T> a2 = random_tensor<T>(s, {2, 256, 256}, rng);
         const tensor<T> b2 = random_tensor<T>(s, {256, 256}, rng);  // broadcast over the batch
         keep(tessera::batched_matmul(s, a2, b2));
-        const tensor<T> a33 = random_tensor<T>(s, {33, 96, 96}, rng);
-        keep(tessera::batched_matmul(s, a33, a33));
+        for (const std::size_t count : {std::size_t{63}, std::size_t{64}}) {
+            const tensor<T> a = random_tensor<T>(s, {count, 128, 64}, rng);
+            const tensor<T> b = random_tensor<T>(s, {count, 64, 64}, rng);
+            keep(tessera::batched_matmul(s, a, b));
+        }
+        const tensor<T> a8 = random_tensor<T>(s, {8, 256, 128}, rng);
+        const tensor<T> b8 = random_tensor<T>(s, {8, 128, 256}, rng);
+        keep(tessera::batched_matmul(s, a8, b8));
         const tensor<T> x = random_tensor<T>(s, {16, 16, 256}, rng);
         const tensor<T> y = random_tensor<T>(s, {256, 16, 16}, rng);
         keep(tessera::tensordot(s, x, y, {2}, {0}));
         keep(tessera::einsum(s, "ijk,klm->ijlm", x, y));
+        const tensor<T> u = random_tensor<T>(s, {100'000}, rng);
+        const tensor<T> v = random_tensor<T>(s, {100'000}, rng);
+        results.push_back({tessera::vdot(s, u, v)});
+        keep(tessera::dot(s, u, v));
         return results;
     });
 }

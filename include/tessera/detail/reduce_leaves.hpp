@@ -285,8 +285,12 @@ template <class V, class Leaf, class Join>
 V reduce_tree_streams(std::size_t lo, std::size_t hi, const Leaf& leaf, const Join& join) {
     if (hi - lo < streamed_tree_leaves) return reduce_tree<V>(lo, hi, leaf, join);
     const std::size_t mid = lo + tree_split(hi - lo);
-    // The left half is a power of two of at least 32 leaves; a right half of one leaf is that leaf.
-    if (hi - mid == 1) return join(reduce_tree_streams<V>(lo, mid, leaf, join), leaf(mid));
+    // The left half is a power of two of at least 32 leaves. A right half less than half as long
+    // would leave two of the four streams idle most of the time: the left half's own quarters
+    // then read side by side, and the right half after it (the node is still join(left, right)).
+    if (2 * (hi - mid) < mid - lo)
+        return join(reduce_tree_streams<V>(lo, mid, leaf, join),
+                    reduce_tree_streams<V>(mid, hi, leaf, join));
     // Both halves hold at least two leaves, so the four quarters are nodes of the tree.
     const std::array<std::size_t, 5> at{lo, lo + tree_split(mid - lo), mid,
                                         mid + tree_split(hi - mid), hi};
