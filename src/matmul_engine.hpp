@@ -41,14 +41,17 @@ inline constexpr std::size_t fma_per_work_unit = 4;
 /// blocking (up to 48 rows by 8 columns with AVX-512).
 inline constexpr std::size_t min_tile = 64;
 
-/// A batch of fewer large matrices than this is split into tiles, to about this many items in all,
-/// so that up to that many threads find work; a tile holds at least tile_fma multiply-adds (a
-/// 64^3 product), and a product is tiled from twice that, about where a second thread pays. Fixed numbers, never derived from
+/// A batch of fewer large matrices than this is split into tiles, to at most about this many items
+/// in all, so that up to that many threads find work. A matrix of at least tiled_from_fma
+/// multiply-adds (an 80^3 product, about where a second thread pays) is split in two or more, and
+/// into about one tile per tile_fma (a 160^3 product: smaller tiles cost Eigen's kernel efficiency
+/// on one thread). Fixed numbers, never derived from
 /// the thread count or the grain: a tile is one Eigen GEMM whose blocking, and so the order of its
 /// sums, follows the tile's size, so a tiling that followed the threads would give different bits
 /// on a different thread count.
 inline constexpr std::size_t tiled_items = 64;
-inline constexpr std::size_t tile_fma = std::size_t{1} << 18;
+inline constexpr std::size_t tiled_from_fma = std::size_t{1} << 19;
+inline constexpr std::size_t tile_fma = std::size_t{1} << 22;
 
 /// Returns a * b, saturating at SIZE_MAX.
 constexpr std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
@@ -157,8 +160,9 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     // computes the same tiles, and the same bits.
     std::size_t tiles_m = 1, tiles_n = 1;
     const std::size_t fma = saturating_mul(saturating_mul(m, n), k);
-    if (path == product_path::gemm && count < tiled_items && fma >= 2 * tile_fma) {
-        const std::size_t want = std::min((tiled_items + count - 1) / count, fma / tile_fma);
+    if (path == product_path::gemm && count < tiled_items && fma >= tiled_from_fma) {
+        const std::size_t want = std::min((tiled_items + count - 1) / count,
+                                          std::max<std::size_t>(2, fma / tile_fma));
         while (tiles_m * tiles_n * 2 <= want) {
             const std::size_t tm = (m + tiles_m - 1) / tiles_m, tn = (n + tiles_n - 1) / tiles_n;
             if (tm >= tn && tm >= 2 * min_tile)
