@@ -18,22 +18,9 @@ inline tbb::task_arena& task_arena_of(application_arena* arena) noexcept {
     return *reinterpret_cast<tbb::task_arena*>(arena);
 }
 
-/// oneTBB's "automatic" (-1): no constraint. A constant of our own, since binding
-/// tbb::task_arena::automatic to a reference (as std::optional::value_or does) needs a definition
-/// that oneTBB's header does not provide.
-inline constexpr int unconstrained = tbb::task_arena::automatic;
-
-/// Where an owned arena's threads may run; `unconstrained` leaves one free.
-struct placement {
-    int numa_node = unconstrained;
-    int core_type = unconstrained;
-    int threads_per_core = unconstrained;
-
-    bool constrains() const noexcept {
-        return numa_node != unconstrained || core_type != unconstrained ||
-               threads_per_core != unconstrained;
-    }
-};
+// `unconstrained` is a constant of our own rather than tbb::task_arena::automatic, since binding
+// that to a reference (as std::optional::value_or does) needs a definition oneTBB's header lacks.
+static_assert(unconstrained == tbb::task_arena::automatic);
 
 /// A task_arena placed through the base's own fields. task_arena::constraints would carry the
 /// core type and threads per core only under TBB_PREVIEW_TASK_ARENA_CONSTRAINTS_EXTENSION, which

@@ -98,10 +98,6 @@ void check_placement(const backend_options& o) {
     }
 }
 
-placement placement_of(const backend_settings& s) noexcept {
-    return {s.numa_node, s.core_type, s.threads_per_core};
-}
-
 // What an attached backend takes from the application's arena, refused with the reason rather
 // than ignored.
 void check_attachable(const backend_options& o) {
@@ -136,10 +132,10 @@ void resolve_threads(const backend_options& o, backend_settings& s) {
             throw config_error(fmt::format("backend: threads must be between 1 and {}, got {}",
                                            max_threads, *o.threads));
         s.threads = *o.threads;
-    } else if (placement_of(s).constrains()) {
+    } else if (s.where.constrains()) {
         // The CPUs the placement leaves (a node's); TESSERA_NUM_THREADS, a process-wide default,
         // is not read here, so that one backend per node gets each node's count.
-        s.threads = default_concurrency(placement_of(s));
+        s.threads = default_concurrency(s.where);
     } else {
         s.threads = threads_from_environment_or(tbb::info::default_concurrency());
     }
@@ -162,9 +158,8 @@ backend_settings resolve(const backend_options& o) {
         s.session_slots = 0;  // the thread count is the arena's, read when the backend attaches
     } else {
         check_placement(o);
-        s.numa_node = o.numa_node.value_or(unconstrained);
-        s.threads_per_core = o.threads_per_core.value_or(unconstrained);
-        s.core_type = o.core_type.value_or(unconstrained);
+        s.where = {o.numa_node.value_or(unconstrained), o.core_type.value_or(unconstrained),
+                   o.threads_per_core.value_or(unconstrained)};
         resolve_threads(o, s);
     }
     s.retained_bytes_cap = o.retained_bytes_cap;
@@ -316,13 +311,12 @@ backend_core::backend_core(const backend_settings& settings)
     try {
         // A placed backend has an arena even at one thread, so that the session's thread is
         // bound while it runs in it.
-        const placement where = placement_of(settings_);
-        if (settings_.threads > 1 || where.constrains()) {
+        if (settings_.threads > 1 || settings_.where.constrains()) {
             // threads - 1 workers serve every session; each session slot is reserved for an
             // application thread, so a session always has its own thread plus the workers.
             arena_slots_ = settings_.threads - 1 + settings_.session_slots;
-            cold->arena =
-                std::make_unique<arena_state>(where, arena_slots_, settings_.session_slots);
+            cold->arena = std::make_unique<arena_state>(settings_.where, arena_slots_,
+                                                        settings_.session_slots);
             arena_ = cold->arena.get();
             // Initialise now, not on first use: the first run should not pay for it, and the
             // floating-point environment of the constructing thread is captured here.
@@ -551,9 +545,9 @@ backend_options backend::options() const noexcept {
     const auto option = [](int value) {
         return value == detail::unconstrained ? std::nullopt : std::optional<int>(value);
     };
-    o.numa_node = option(s.numa_node);
-    o.threads_per_core = option(s.threads_per_core);
-    o.core_type = option(s.core_type);
+    o.numa_node = option(s.where.numa_node);
+    o.threads_per_core = option(s.where.threads_per_core);
+    o.core_type = option(s.where.core_type);
     return o;
 }
 

@@ -45,10 +45,9 @@ inline constexpr std::size_t min_tile = 64;
 /// in all, so that up to that many threads find work. A matrix of at least tiled_from_fma
 /// multiply-adds (an 80^3 product, about where a second thread pays) is split in two or more, and
 /// into about one tile per tile_fma (a 160^3 product: smaller tiles cost Eigen's kernel efficiency
-/// on one thread). Fixed numbers, never derived from
-/// the thread count or the grain: a tile is one Eigen GEMM whose blocking, and so the order of its
-/// sums, follows the tile's size, so a tiling that followed the threads would give different bits
-/// on a different thread count.
+/// on one thread). Fixed numbers, never derived from the thread count or the grain: a tile is one
+/// Eigen GEMM whose blocking, and so the order of its sums, follows the tile's size, so a tiling
+/// that followed the threads would give different bits on a different thread count.
 inline constexpr std::size_t tiled_items = 64;
 inline constexpr std::size_t tiled_from_fma = std::size_t{1} << 19;
 inline constexpr std::size_t tile_fma = std::size_t{1} << 22;

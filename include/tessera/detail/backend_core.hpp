@@ -22,6 +22,21 @@ namespace tessera::detail {
 /// to it keeps a pointer of this incomplete type, so that backend.hpp includes no oneTBB.
 struct application_arena;
 
+/// oneTBB's "automatic" (-1, checked against it in src/arena.hpp): no constraint.
+inline constexpr int unconstrained = -1;
+
+/// Where an owned arena's threads may run (see backend_options); `unconstrained` leaves one free.
+struct placement {
+    int numa_node = unconstrained;
+    int core_type = unconstrained;
+    int threads_per_core = unconstrained;
+
+    bool constrains() const noexcept {
+        return numa_node != unconstrained || core_type != unconstrained ||
+               threads_per_core != unconstrained;
+    }
+};
+
 /// Backend settings after defaults, the environment and validation have been applied.
 struct backend_settings {
     int threads = 1;
@@ -29,10 +44,7 @@ struct backend_settings {
     std::size_t retained_bytes_cap = 0;
     std::size_t grain = 0;
     std::size_t plan_cache_capacity = 0;
-    // Placement of an owned arena; -1: not constrained.
-    int numa_node = -1;
-    int threads_per_core = -1;
-    int core_type = -1;
+    placement where;                           // of an owned arena
     application_arena* attached_to = nullptr;  // the application's arena, when attached
     bool attached = false;                     // runs in the application's arena
 };
