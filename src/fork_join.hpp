@@ -9,8 +9,15 @@
 // Pieces are not ordered with each other, so a race between two chunks is still reported. What
 // these edges cannot cover is oneTBB's own bookkeeping after the fork (the copies of the function
 // object it puts into its tasks, its task and wait objects); tests/tsan.supp suppresses exactly
-// those, each with its reason. Without -fsanitize=thread everything here is empty and inline: no
-// cost.
+// those, each with its reason. One kind of that bookkeeping a suppression cannot be relied on for:
+// oneTBB keeps some task and wait objects on the caller's stack, and a thread that ran a piece
+// reads them after the piece ends, then releases oneTBB's wait object. When the caller's later
+// frames reuse that memory, TSan compares the new access with the old read, and if the other
+// thread's history has been overwritten by then (a long run) it cannot show that stack, so no
+// suppression matches it. The join therefore also acquires the synchronisation points in the
+// stack just below the caller's frame pointer (tsan_acquire_stack_below): the wait object's
+// release is among them, as oneTBB's own wait acquires it. Without -fsanitize=thread everything
+// here is empty and inline: no cost.
 #pragma once
 
 #if defined(__SANITIZE_THREAD__)
@@ -22,7 +29,12 @@
 #endif
 
 #if defined(TESSERA_TSAN_ANNOTATIONS)
+#include <pthread.h>
 #include <sanitizer/tsan_interface.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #endif
 
 namespace tessera::detail {
@@ -30,6 +42,34 @@ namespace tessera::detail {
 #if defined(TESSERA_TSAN_ANNOTATIONS)
 inline void tsan_release(void* point) noexcept { __tsan_release(point); }
 inline void tsan_acquire(void* point) noexcept { __tsan_acquire(point); }
+
+/// The lowest address of the calling thread's stack.
+inline std::uintptr_t stack_low() noexcept {
+    thread_local const std::uintptr_t low = [] {
+        pthread_attr_t attr;
+        void* base = nullptr;
+        std::size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            pthread_attr_getstack(&attr, &base, &size);
+            pthread_attr_destroy(&attr);
+        }
+        return reinterpret_cast<std::uintptr_t>(base);
+    }();
+    return low;
+}
+
+/// Acquires every synchronisation point in the 8 KiB of stack below `frame`, the frame of the code
+/// that made a oneTBB call which has returned: the call's task and wait objects lie there, in the
+/// caller's own frame where the compiler inlined oneTBB's code, else in the dead frames just below
+/// it. A thread that ran a piece reads those objects after the piece ends, then releases oneTBB's
+/// wait object; acquiring it orders those reads before the caller's later use of the memory, as
+/// oneTBB's own wait does.
+inline void tsan_acquire_stack_below(const void* frame) noexcept {
+    constexpr std::uintptr_t span = 8 * 1024;
+    const auto top = reinterpret_cast<std::uintptr_t>(frame) & ~std::uintptr_t{7};
+    const std::uintptr_t low = std::max(stack_low(), top - span) & ~std::uintptr_t{7};
+    for (std::uintptr_t a = low; a < top; a += 8) __tsan_acquire(reinterpret_cast<void*>(a));
+}
 #else
 inline void tsan_release(void*) noexcept {}
 inline void tsan_acquire(void*) noexcept {}
@@ -41,7 +81,13 @@ inline void tsan_acquire(void*) noexcept {}
 class fork_join {
 public:
     fork_join() noexcept = default;
-    ~fork_join() { tsan_acquire(&join_); }
+    // Inlined into the code that made the oneTBB call, whose frame it names.
+    [[gnu::always_inline]] ~fork_join() {
+        tsan_acquire(&join_);
+#if defined(TESSERA_TSAN_ANNOTATIONS)
+        tsan_acquire_stack_below(__builtin_frame_address(0));
+#endif
+    }
     /// The fork edge: everything this thread did so far happens before every piece.
     void fork() noexcept { tsan_release(&fork_); }
     fork_join(const fork_join&) = delete;
