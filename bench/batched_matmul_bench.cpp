@@ -23,7 +23,6 @@
 #include <tessera/backend.hpp>
 #include <tessera/ops/matmul.hpp>
 #include <tessera/tensor.hpp>
-#include <unistd.h>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -36,20 +35,12 @@ const std::vector<int> sizes = {2, 3, 4, 8, 16, 32, 64};
 constexpr std::size_t large_batch = 100000;
 constexpr std::size_t large_batch_bytes = std::size_t{160} << 20;
 
-std::size_t l2_bytes() {
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (bytes > 0) return static_cast<std::size_t>(bytes);
-#endif
-    return std::size_t{1} << 20;
-}
-
 // Matrices whose three operands (a, b, c) fill half of L2, and the large batch.
 template <class T>
 std::size_t batch_for(int n, bool large) {
     const std::size_t per_matrix = 3 * static_cast<std::size_t>(n * n) * sizeof(T);
     if (large) return std::min(large_batch, large_batch_bytes / per_matrix);
-    return std::max<std::size_t>(1, l2_bytes() / 2 / per_matrix);
+    return std::max<std::size_t>(1, tessera_bench::l2_bytes() / 2 / per_matrix);
 }
 
 template <class T>

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 namespace tessera::detail {
 
@@ -88,8 +89,9 @@ inline std::size_t pack_slot(std::size_t slots) noexcept {
     return static_cast<std::size_t>(slot);
 }
 
-/// How run_products computes each matrix.
-enum class product_path { small, naive, gemm };
+/// How run_products computes each matrix: a fixed-size kernel, the register-blocked kernel for any
+/// small real shape, a plain loop, or Eigen's GEMM.
+enum class product_path { small, blocked, naive, gemm };
 
 /// c = a @ b for every matrix of the batch (accumulate: c = alpha * a @ b + beta * c).
 ///
@@ -113,28 +115,36 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     const bool plain = alpha == T{1} && beta == T{0};
 
     const small_size size = classify_small(m, k, n);
+    const bool blocked_fits = std::is_floating_point_v<T> && m <= small_gemm_max &&
+                              n <= small_gemm_max && k <= small_gemm_max;
     product_path path = product_path::gemm;
     if (k == 0)
         path = product_path::naive;  // writes beta * c (or zeros)
-    else if (size != small_size::none && plain)
+    else if (size != small_size::none && plain &&
+             !(blocked_fits && blocked_beats_fixed(host_kernel_isa(), size, sizeof(T))))
         path = product_path::small;
+    else if (blocked_fits)
+        path = product_path::blocked;
     else if (m + n + k < naive_product_limit)
         path = product_path::naive;
 
-    // Dense row-major matrices for the tiny kernels; Eigen-readable ones for the GEMM path; any
-    // strides for the loop.
-    const auto usable = [&](const auto& v, bool output) {
+    // Dense row-major matrices for the tiny kernels; contiguous rows of B and C (A any strides)
+    // for the blocked kernel; Eigen-readable ones for the GEMM path; any strides for the loop.
+    const auto usable = [&](const auto& v, bool output, bool lhs = false) {
         const matrix_ref<const T> x = matrix_at<const T>(v, 0);
         switch (path) {
             case product_path::small:
                 return (x.cs == 1 || x.cols == 1) && (x.rs == x.cols || x.rows == 1);
+            case product_path::blocked:
+                return lhs || ((x.cs == 1 || x.cols == 1) &&
+                               (!output || x.rows == 1 || x.rs >= x.cols));
             case product_path::gemm: return layout_of(x, output).order != storage::other;
             case product_path::naive: break;
         }
         return true;
     };
     tensor<T> a_copy, b_copy, c_temp;
-    if (!usable(a, false)) {
+    if (!usable(a, false, true)) {
         a_copy = contiguous_copy<T>(s, a);
         a = a_copy.view();
     }
@@ -206,7 +216,9 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
         packs = empty<T>(
             s, shape::of_length((slots * blocking.bytes + sizeof(T) - 1) / sizeof(T)));
     }
-    const kernel_isa isa = path == product_path::small ? host_kernel_isa() : kernel_isa::baseline;
+    const kernel_isa isa = path == product_path::small || path == product_path::blocked
+                               ? host_kernel_isa()
+                               : kernel_isa::baseline;
 
     parallel_range(s, items, grain_items, [&](std::size_t begin, std::size_t end) {
         if (path == product_path::small) {
@@ -221,6 +233,25 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
                 i += len;
             }
             return;
+        }
+        if constexpr (std::is_floating_point_v<T>) {
+            if (path == product_path::blocked) {
+                const matrix_ref<const T> am = matrix_at<const T>(ab, 0);
+                const matrix_ref<const T> bm = matrix_at<const T>(bb, 0);
+                const matrix_ref<T> cm = matrix_at<T>(cw, 0);
+                cursor<3> at(batch_it, begin);
+                for (std::size_t i = begin; i < end;) {
+                    const std::size_t len = std::min(at.run_left(), end - i);
+                    run_small_gemm<T>(
+                        isa, {cm.rows, cm.cols, am.cols, ab.data() + at.offset(0), am.rs, am.cs,
+                              batch_it.inner_stride(0), bb.data() + at.offset(1), bm.rs,
+                              batch_it.inner_stride(1), cw.data() + at.offset(2), cm.rs,
+                              batch_it.inner_stride(2), len, accumulate, alpha, beta});
+                    at.advance(len);
+                    i += len;
+                }
+                return;
+            }
         }
         void* pack = nullptr;
         if (path == product_path::gemm)

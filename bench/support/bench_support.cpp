@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <unistd.h>
 #include <fstream>
 #include <string_view>
 #include <tessera/version.hpp>
@@ -27,6 +28,14 @@
 #endif
 
 namespace tessera_bench {
+
+std::size_t l2_bytes() {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (bytes > 0) return static_cast<std::size_t>(bytes);
+#endif
+    return std::size_t{1} << 20;
+}
 
 std::vector<std::int64_t> thread_counts(int min_threads) {
     const int machine = tbb::info::default_concurrency();

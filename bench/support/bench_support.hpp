@@ -21,6 +21,10 @@ namespace tessera_bench {
 /// and only those of at least `min_threads`.
 std::vector<std::int64_t> thread_counts(int min_threads = 1);
 
+/// Returns the size of this CPU's L2 cache in bytes (1 MiB when the system does not say): the
+/// batched benchmarks size their "L2-resident" batches from it.
+std::size_t l2_bytes();
+
 /// Prints the CPU, CPU counts, oneTBB version and concurrency, compiler, build type, NDEBUG and
 /// the date, so that every set of numbers says where it came from.
 void print_machine_facts(std::FILE* out);

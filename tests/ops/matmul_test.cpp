@@ -525,6 +525,86 @@ TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
     });
 }
 
+// White-box: the register-blocked kernel (any shape up to 64 without a fixed-size kernel) for
+// the listed sides (every (m, n, k) in 1..20 below) and every variant this CPU can run, with A read through its strides
+// (row-major and transposed), B shared or not, and C rows padded with guard elements that must
+// survive: a block that writes one column or row too many, or a remainder path that skips one,
+// fails here.
+template <class T>
+void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& sides,
+                          bool accumulate, T beta) {
+    using tessera::detail::kernel_isa;
+    const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
+    constexpr std::size_t batch = 2, pad = 3;
+    const T guard{-7};
+    const T alpha = accumulate ? T{0.5} : T{1};
+    for (const std::size_t m : sides)
+        for (const std::size_t n : sides)
+            for (const std::size_t k : sides) {
+                const tensor<T> a = random_tensor<T>(s, {batch, m, k}, rng);
+                const tensor<T> at = random_tensor<T>(s, {batch, k, m}, rng);
+                const tensor<T> b = random_tensor<T>(s, {batch, k, n}, rng);
+                const tensor<T> c0 = random_tensor<T>(s, {batch, m, n}, rng);
+                const tensor_view<const T> a_t = at.view().transpose(-1, -2);
+                const reference<T> dense = reference_product<T>(a, b, c0.shape());
+                const reference<T> transposed = reference_product<T>(a_t, b.view().slice(0, 0, 1), c0.shape());
+                for (unsigned isa = 0; isa <= host; ++isa)
+                    for (const bool trans : {false, true}) {
+                        const reference<T>& ref = trans ? transposed : dense;
+                        tensor<T> c = tessera::full<T>(s, {batch, m, n + pad}, guard);
+                        for (std::size_t q = 0; q < batch; ++q)
+                            for (std::size_t i = 0; i < m; ++i)
+                                for (std::size_t j = 0; j < n; ++j) c(q, i, j) = c0(q, i, j);
+                        const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+                        const tessera::detail::small_gemm_args<T> args{
+                            sz(m), sz(n), sz(k),
+                            trans ? at.data() : a.data(), trans ? 1 : sz(k), trans ? sz(m) : 1, sz(m * k),
+                            b.data(), sz(n), trans ? 0 : sz(k * n),
+                            c.data(), sz(n + pad), sz(m * (n + pad)),
+                            batch, accumulate, alpha, beta};
+                        tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
+                        const std::string what =
+                            std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) + " " +
+                            std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
+                            (trans ? " a^T, shared b" : "") +
+                            (accumulate ? " accumulate, beta " + std::to_string(beta) : "");
+                        reference<T> want = ref;
+                        for (std::size_t e = 0; e < want.value.size(); ++e) {
+                            const wide_t<T> old = widen(c0.data()[e]);
+                            want.value[e] = widen(alpha) * want.value[e] + widen(beta) * old;
+                            want.magnitude[e] = std::abs(widen(alpha)) * want.magnitude[e] +
+                                                std::abs(widen(beta)) * std::abs(old);
+                        }
+                        expect_matches<T>(c.view().slice(2, 0, n), want, k, what);
+                        for (std::size_t q = 0; q < batch; ++q)
+                            for (std::size_t i = 0; i < m; ++i)
+                                for (std::size_t j = n; j < n + pad; ++j)
+                                    ASSERT_EQ(c(q, i, j), guard) << what << " wrote past row " << i;
+                    }
+            }
+}
+
+TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) {
+    backend be{backend_options{}.with_threads(1)};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        // Written only (the last vector of a row may overlap the one before it), every side
+        // 1..20; then on both sides of every block width and height, read and written (each
+        // column once) and scaled with beta = 0 (written only again).
+        std::vector<std::size_t> every(20);
+        for (std::size_t i = 0; i < every.size(); ++i) every[i] = i + 1;
+        const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 20};
+        check_blocked_shapes<float>(s, rng, every, false, 0.0f);
+        check_blocked_shapes<double>(s, rng, every, false, 0.0);
+        check_blocked_shapes<float>(s, rng, edges, true, -2.0f);
+        check_blocked_shapes<double>(s, rng, edges, true, -2.0);
+        check_blocked_shapes<float>(s, rng, edges, true, 0.0f);
+        check_blocked_shapes<double>(s, rng, edges, true, 0.0);
+    });
+}
+
 TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
     const std::string isa = tessera::detail::matmul_kernel_isa();
     __builtin_cpu_init();
@@ -561,6 +641,30 @@ TEST_P(BatchedMatmulTest, ReadsAndWritesStridedBroadcastAndTransposedBatches) {
             check_batched_strided<float>(s, rng, n);
             check_batched_strided<double>(s, rng, n);
             check_batched_strided<cf>(s, rng, n);
+        }
+    });
+}
+
+// Through the public API: shapes on both sides of every block boundary of every level (rows 4,
+// 6, 8; columns 2, 4, 8, 16, 32), the largest the kernel takes and the smallest it does not,
+// with transposed, stepped, reversed and broadcast operands and transposed or stepped outputs.
+TEST_P(BatchedMatmulTest, BlockedKernelShapesReadAndWriteEveryLayout) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    be.run([&](session& s) {
+        for (const mkn& z : {mkn{6, 6, 1}, mkn{3, 2, 5}, mkn{4, 1, 4}, mkn{10, 10, 10}, mkn{12, 12, 12},
+                             mkn{16, 16, 64}, mkn{20, 20, 20}, mkn{24, 24, 24}, mkn{25, 31, 33},
+                             mkn{48, 48, 48}, mkn{64, 64, 64}, mkn{64, 65, 64}, mkn{1, 64, 64}}) {
+            check_strided<float>(s, rng, z.m, z.k, z.n);
+            check_strided<double>(s, rng, z.m, z.k, z.n);
+            check_accumulate<float>(s, rng, z.m, z.k, z.n, 0.5f, -1.25f);
+            check_accumulate<double>(s, rng, z.m, z.k, z.n, -1.5, 0.0);
+        }
+        for (std::size_t n : {7u, 10u, 12u, 24u, 64u}) {
+            check_batched_strided<float>(s, rng, n);
+            check_batched_strided<double>(s, rng, n);
         }
     });
 }

@@ -1,8 +1,10 @@
-// tessera/detail/small_matmul.hpp - the vocabulary of the batched products of tiny matrices with
-// sizes fixed at compile time (m = n = k in {2, 3, 4, 5, 6, 8, 16, 32}, and [4,4]x[4,1],
-// [3,3]x[3,1]): the shapes, the instruction-set levels the kernels are compiled for (AVX-512,
-// AVX2+FMA, the build's baseline) and the entry point. The kernels themselves are compiled in the
-// library (src/small_matmul_kernels.hpp) and chosen once per process from the CPU.
+// tessera/detail/small_matmul.hpp - the vocabulary of the batched products of small matrices:
+// the kernels with sizes fixed at compile time (m = n = k in {2, 3, 4, 5, 6, 8, 16, 32}, and
+// [4,4]x[4,1], [3,3]x[3,1]) and the register-blocked kernel for any real shape up to 64: the
+// shapes, the instruction-set levels the kernels are compiled for (AVX-512, AVX2+FMA, the build's
+// baseline) and the entry points. The kernels themselves are compiled in the library
+// (src/small_matmul_kernels.hpp, src/small_gemm_kernels.hpp) and chosen once per process from the
+// CPU.
 // Part of ops/matmul.hpp; it includes neither Eigen nor oneTBB.
 #pragma once
 
@@ -81,5 +83,47 @@ struct small_batch_args {
 /// the library for float, double, complex<float> and complex<double>.
 template <class T>
 void run_small_batch(kernel_isa isa, small_size size, const small_batch_args<T>& args) noexcept;
+
+/// The largest m, n and k the register-blocked kernel takes; larger products go to Eigen's GEMM.
+inline constexpr std::size_t small_gemm_max = 64;
+/// Whether the register-blocked kernel is faster than the fixed-size kernel of `size` at level
+/// `isa` for real elements of `bytes` bytes. Measured with AVX2 (small_gemm_bench, AMD EPYC,
+/// GCC 12): 1.5-2.1x at 16 and 32 in float and double, 1.2-1.5x at 5 and 6 in double; the
+/// fixed-size kernels win everywhere else there, and stay the choice at the levels not measured.
+constexpr bool blocked_beats_fixed(kernel_isa isa, small_size size, std::size_t bytes) noexcept {
+    if (isa != kernel_isa::avx2) return false;
+    switch (size) {
+        case small_size::s16:
+        case small_size::s32: return true;
+        case small_size::s5:
+        case small_size::s6: return bytes == 8;
+        default: return false;
+    }
+}
+
+/// One run of a batch for the register-blocked kernel of any small shape: `count` products
+/// c_i = a_i @ b_i (with `accumulate`, c_i = alpha * a_i @ b_i + beta * c_i, and a zero beta does
+/// not read c_i) of [m, k] by [k, n] matrices, where a_i = a + i*sa (likewise b and c). A may have
+/// any strides; the rows of B and C are contiguous (column stride 1, or one column). sa or sb may
+/// be 0 (an operand shared by the run); c must not overlap a or b.
+template <class T>
+struct small_gemm_args {
+    std::ptrdiff_t m, n, k;
+    const T* a;
+    std::ptrdiff_t a_rs, a_cs, sa;
+    const T* b;
+    std::ptrdiff_t b_rs, sb;
+    T* c;
+    std::ptrdiff_t c_rs, sc;
+    std::size_t count;
+    bool accumulate;
+    T alpha, beta;
+};
+
+/// Runs one batch with the register-blocked kernel compiled for `isa`, which the CPU must support
+/// (host_kernel_isa() or below); m, n and k at most small_gemm_max, k at least 1. Defined in the
+/// library for float and double.
+template <class T>
+void run_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept;
 
 }  // namespace tessera::detail
