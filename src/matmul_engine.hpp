@@ -1,7 +1,7 @@
 // src/matmul_engine.hpp - the engines under matmul, batched_matmul, tensordot, dot, vdot and outer
 // (declared in tessera/detail/matmul.hpp): operand preparation (copies into workspace blocks only
-// when a kernel cannot read the strides), the choice between the compile-time tiny kernels, a
-// plain loop and Eigen's GEMM, and the split of the work into items for one inline-or-parallel
+// when a kernel cannot read the strides), the choice between the compile-time tiny kernels, the
+// register-blocked kernel for any small real shape, a plain loop and Eigen's GEMM, and the split of the work into items for one inline-or-parallel
 // dispatch per op. Private to the library: src/matmul_real.cpp and src/matmul_complex.cpp
 // instantiate it (TESSERA_INSTANTIATE_MATMUL) for the four element types. Includes Eigen.
 #pragma once

@@ -543,15 +543,18 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
             for (const std::size_t k : sides) {
                 const tensor<T> a = random_tensor<T>(s, {batch, m, k}, rng);
                 const tensor<T> at = random_tensor<T>(s, {batch, k, m}, rng);
-                const tensor<T> b = random_tensor<T>(s, {batch, k, n}, rng);
+                // B's rows n + 2 apart: the kernel must step by B's row stride, not by n.
+                const tensor<T> bw = random_tensor<T>(s, {batch, k, n + 2}, rng);
+                const tensor_view<const T> b = bw.view().slice(2, 0, n);
                 const tensor<T> c0 = random_tensor<T>(s, {batch, m, n}, rng);
                 const tensor_view<const T> a_t = at.view().transpose(-1, -2);
                 const reference<T> dense = reference_product<T>(a, b, c0.shape());
-                const reference<T> transposed = reference_product<T>(a_t, b.view().slice(0, 0, 1), c0.shape());
+                const reference<T> transposed = reference_product<T>(a_t, b.slice(0, 0, 1), c0.shape());
                 for (unsigned isa = 0; isa <= host; ++isa)
                     for (const bool trans : {false, true}) {
                         const reference<T>& ref = trans ? transposed : dense;
-                        tensor<T> c = tessera::full<T>(s, {batch, m, n + pad}, guard);
+                        // C's rows padded with guard columns, and a guard row after each matrix.
+                        tensor<T> c = tessera::full<T>(s, {batch, m + 1, n + pad}, guard);
                         for (std::size_t q = 0; q < batch; ++q)
                             for (std::size_t i = 0; i < m; ++i)
                                 for (std::size_t j = 0; j < n; ++j) c(q, i, j) = c0(q, i, j);
@@ -559,8 +562,8 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                         const tessera::detail::small_gemm_args<T> args{
                             sz(m), sz(n), sz(k),
                             trans ? at.data() : a.data(), trans ? 1 : sz(k), trans ? sz(m) : 1, sz(m * k),
-                            b.data(), sz(n), trans ? 0 : sz(k * n),
-                            c.data(), sz(n + pad), sz(m * (n + pad)),
+                            b.data(), sz(n + 2), trans ? 0 : sz(k * (n + 2)),
+                            c.data(), sz(n + pad), sz((m + 1) * (n + pad)),
                             batch, accumulate, alpha, beta};
                         tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
                         const std::string what =
@@ -575,11 +578,11 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                             want.magnitude[e] = std::abs(widen(alpha)) * want.magnitude[e] +
                                                 std::abs(widen(beta)) * std::abs(old);
                         }
-                        expect_matches<T>(c.view().slice(2, 0, n), want, k, what);
+                        expect_matches<T>(c.view().slice(1, 0, m).slice(2, 0, n), want, k, what);
                         for (std::size_t q = 0; q < batch; ++q)
-                            for (std::size_t i = 0; i < m; ++i)
-                                for (std::size_t j = n; j < n + pad; ++j)
-                                    ASSERT_EQ(c(q, i, j), guard) << what << " wrote past row " << i;
+                            for (std::size_t i = 0; i <= m; ++i)
+                                for (std::size_t j = i == m ? 0 : n; j < n + pad; ++j)
+                                    ASSERT_EQ(c(q, i, j), guard) << what << " wrote at " << i << ", " << j;
                     }
             }
 }
@@ -665,6 +668,18 @@ TEST_P(BatchedMatmulTest, BlockedKernelShapesReadAndWriteEveryLayout) {
         for (std::size_t n : {7u, 10u, 12u, 24u, 64u}) {
             check_batched_strided<float>(s, rng, n);
             check_batched_strided<double>(s, rng, n);
+        }
+        // B with reversed rows (a negative row stride, unit column stride) and B's rows taken
+        // from a wider matrix: both read in place.
+        for (const mkn& z : {mkn{5, 7, 9}, mkn{12, 12, 12}, mkn{20, 33, 17}}) {
+            const tensor<double> a = random_tensor<double>(s, {3, z.m, z.k}, rng);
+            const tensor<double> bw = random_tensor<double>(s, {3, z.k, z.n + 5}, rng);
+            for (const tensor_view<const double>& b :
+                 {bw.view().slice(2, 0, z.n).flip(1), bw.view().slice(2, 2, 2 + z.n)}) {
+                const tensor<double> c = tessera::batched_matmul(s, a, b);
+                expect_matches<double>(c, reference_product<double>(a, b, c.shape()), z.k,
+                                       "b rows reversed or from a wider matrix " + text(b.shape()));
+            }
         }
     });
 }

@@ -76,8 +76,11 @@ void matmul(session& s, const A& a, const B& b, const std::type_identity_t<tenso
 ///
 /// Square sizes 2, 3, 4, 5, 6, 8, 16, 32 and [4,4]x[4,1], [3,3]x[3,1] run compile-time kernels,
 /// built for AVX-512, AVX2+FMA and the build's baseline; the widest one the CPU (and OS) supports
-/// is chosen once per process. Other sizes run Eigen per matrix. The batch is split across the
-/// backend's threads when it is large enough.
+/// is chosen once per process. Other float and double shapes with m, k and n up to 64 run a
+/// register-blocked kernel over the run-time sizes (likewise built for each level), as do the
+/// compile-time sizes it measured faster than; larger products run Eigen's GEMM per matrix, and
+/// tiny complex ones a plain loop. The batch is split across the backend's threads when it is
+/// large enough.
 ///
 ///     auto c = tessera::batched_matmul(s, a, b);  // a [100000, 4, 4], b [4, 4] -> [100000, 4, 4]
 template <tensor_like A, tensor_like B, class T = value_of_t<A>>
