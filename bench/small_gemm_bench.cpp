@@ -2,7 +2,8 @@
 // rectangular), one thread, batches that fill half of L2: tessera's batched_matmul against an
 // Eigen fixed-size product loop compiled for the build's target, the same loop compiled with
 // -march=native (the widest instructions tessera's kernels use here), and libxsmm's JIT kernels
-// when CMake found libxsmm, on the same data in the same run. `--summary` prints the table.
+// when CMake found libxsmm, on the same data in the same run; also one matmul call per matrix
+// against the batched time plus the per-op cost. `--summary` prints the table.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <tessera/backend.hpp>
 #include <tessera/detail/small_matmul.hpp>
+#include <tessera/ops/elementwise.hpp>
 #include <tessera/ops/matmul.hpp>
 #include <tessera/tensor.hpp>
 
@@ -98,6 +100,43 @@ void bm_tessera(benchmark::State& state, small_shape z) {
     state.SetLabel(tessera::detail::matmul_kernel_isa());
 }
 
+// The same products as one matmul call per matrix on 2-D views, in one session: what a caller
+// pays who does not batch (each call validates and dispatches on its own).
+template <class T>
+void bm_per_matrix(benchmark::State& state, small_shape z) {
+    const std::size_t batch = batch_for<T>(z);
+    operands<T> x = make_operands<T>(z, batch);
+    const auto u = [](int v) { return static_cast<std::size_t>(v); };
+    const tessera::shape sa{u(z.m), u(z.k)}, sb{u(z.k), u(z.n)}, sc{u(z.m), u(z.n)};
+    const std::size_t na = sa.count(), nb = sb.count(), nc = sc.count();
+    tessera::backend be{tessera::backend_options{}.with_threads(1)};
+    be.run([&](tessera::session& s) {
+        for (auto _ : state) {
+            for (std::size_t i = 0; i < batch; ++i)
+                tessera::matmul(s, tessera::tensor_view<const T>(x.a.data() + i * na, sa),
+                                tessera::tensor_view<const T>(x.b.data() + i * nb, sb),
+                                tessera::tensor_view<T>(x.c.data() + i * nc, sc));
+            benchmark::ClobberMemory();
+        }
+    });
+    report(state, z, batch);
+}
+
+// The per-op cost dispatch_grid_bench measures: 1000 out-form adds of 8 floats in one session
+// (checks, dispatch and eight additions each).
+inline constexpr int op_cost_calls = 1000;
+void bm_op_cost(benchmark::State& state) {
+    tessera::backend be{tessera::backend_options{}.with_threads(1)};
+    be.run([&](tessera::session& s) {
+        const tessera::tensor<float> x = tessera::full<float>(s, {8}, 1.0f);
+        tessera::tensor<float> out = tessera::zeros<float>(s, {8});
+        for (auto _ : state) {
+            for (int i = 0; i < op_cost_calls; ++i) tessera::add(s, x, x, out);
+            benchmark::ClobberMemory();
+        }
+    });
+}
+
 // The register-blocked kernel alone, whatever batched_matmul would pick for the shape: where a
 // fixed-size kernel exists, this row shows which of the two is faster.
 template <class T>
@@ -174,6 +213,8 @@ void register_type() {
         };
         setup(benchmark::RegisterBenchmark(bench_name<T>("Tessera", z).c_str(),
                                            [z](benchmark::State& st) { bm_tessera<T>(st, z); }));
+        setup(benchmark::RegisterBenchmark(bench_name<T>("PerMatrix", z).c_str(),
+                                           [z](benchmark::State& st) { bm_per_matrix<T>(st, z); }));
         setup(benchmark::RegisterBenchmark(bench_name<T>("Blocked", z).c_str(),
                                            [z](benchmark::State& st) { bm_blocked<T>(st, z); }));
         setup(benchmark::RegisterBenchmark(
@@ -210,6 +251,16 @@ void summary_rows(const tessera_bench::results& r, tessera_bench::summary_table&
                               shape_label(z)),
                   tessera_bench::median_ns(r, tessera),
                   tessera_bench::median_ns(r, bench_name<T>("EigenFixed", z)), goal::info);
+        // One matmul per matrix against the batched time plus one op's cost per matrix.
+        const std::optional<double> batched = tessera_bench::median_ns(r, tessera);
+        const std::optional<double> op = tessera_bench::median_ns(r, "BM_SmallGemm_OpCost");
+        std::optional<double> batched_plus_ops;
+        if (batched && op)
+            batched_plus_ops = *batched + static_cast<double>(batch_for<T>(z)) * *op / op_cost_calls;
+        table.add(fmt::format("{} {:>8} L2: a matmul per matrix vs batched + per-op cost",
+                              type_name<T>(), shape_label(z)),
+                  tessera_bench::median_ns(r, bench_name<T>("PerMatrix", z)), batched_plus_ops,
+                  goal::ratio_at_most, 1.5);
         table.add(fmt::format("{} {:>8} L2, 1 thread: blocked kernel alone vs batched_matmul",
                               type_name<T>(), shape_label(z)),
                   tessera_bench::median_ns(r, bench_name<T>("Blocked", z)),
@@ -237,6 +288,11 @@ void print_summary(const tessera_bench::results& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    benchmark::RegisterBenchmark("BM_SmallGemm_OpCost", bm_op_cost)
+        ->MinTime(0.05)
+        ->Repetitions(3)
+        ->ReportAggregatesOnly(true)
+        ->UseRealTime();
     register_type<float>();
     register_type<double>();
 #if defined(TESSERA_BENCH_LIBXSMM)

@@ -307,6 +307,34 @@ void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<cons
             run.template operator()<4>();
         return;
     }
+    if constexpr (std::is_floating_point_v<T>) {
+        // One small product whose strides the kernels read as they are: straight to the kernel,
+        // without the batch machinery of run_products (broadcast, batch walk, items), which
+        // costs several times the product itself at these sizes. The same kernel and the same
+        // bits as run_products would pick, one inline dispatch as it would count.
+        const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
+        const matrix_ref<T> z = matrix_of(c);
+        const bool rows_contiguous = (y.cs == 1 || y.cols == 1) && (z.cs == 1 || z.cols == 1) &&
+                                     (z.rows == 1 || z.rs >= z.cols);
+        if (m >= 1 && n >= 1 && k >= 1 && m <= small_gemm_max && n <= small_gemm_max &&
+            k <= small_gemm_max && rows_contiguous) {
+            ++session_access::counters(s).inline_dispatches;
+            const kernel_isa isa = host_kernel_isa();
+            const small_size size = classify_small(m, k, n);
+            const auto dense = [](const auto& v) {
+                return (v.cs == 1 || v.cols == 1) && (v.rs == v.cols || v.rows == 1);
+            };
+            const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
+            if (size != small_size::none && plain && dense(x) && dense(y) && dense(z) &&
+                !blocked_beats_fixed(isa, size, sizeof(T))) {
+                run_small_batch<T>(isa, size, {x.data, 0, y.data, 0, z.data, 0, 1});
+                return;
+            }
+            run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data, y.rs, 0,
+                                    z.data, z.rs, 0, 1, accumulate, alpha, beta});
+            return;
+        }
+    }
     run_products<T>(s, a, b, c, accumulate, alpha, beta);
 }
 

@@ -191,9 +191,12 @@ struct eigen_kernel {
     // A row-major matrix with one column is not a valid Eigen type; the layouts coincide.
     template <int Rows, int Cols>
     using matrix = Eigen::Matrix<T, Rows, Cols, (Cols == 1 ? Eigen::ColMajor : Eigen::RowMajor)>;
+    // Computed into a local and copied out: Eigen chooses how to vectorise the assignment from
+    // the destination's address at run time, and with it the order of the sums, so writing
+    // through a map into C would give bits that depend on where C lies.
     [[gnu::always_inline]] static void one(const T* a, const T* b, T* c) noexcept {
-        Eigen::Map<matrix<M, N>>(c).noalias() =
-            Eigen::Map<const matrix<M, K>>(a) * Eigen::Map<const matrix<K, N>>(b);
+        const matrix<M, N> r = Eigen::Map<const matrix<M, K>>(a) * Eigen::Map<const matrix<K, N>>(b);
+        std::memcpy(c, r.data(), sizeof(T) * M * N);
     }
 };
 
