@@ -1,9 +1,10 @@
 // src/matmul_engine.hpp - the engines under matmul, batched_matmul, tensordot, dot, vdot and outer
 // (declared in tessera/detail/matmul.hpp): operand preparation (copies into workspace blocks only
 // when a kernel cannot read the strides), the choice between the compile-time tiny kernels, the
-// register-blocked kernel for any small real shape, a plain loop and Eigen's GEMM, and the split of the work into items for one inline-or-parallel
-// dispatch per op. Private to the library: src/matmul_real.cpp and src/matmul_complex.cpp
-// instantiate it (TESSERA_INSTANTIATE_MATMUL) for the four element types. Includes Eigen.
+// register-blocked kernel for any small real shape, a plain loop and Eigen's GEMM, and the split
+// of the work into items for one inline-or-parallel dispatch per op. Private to the library:
+// src/matmul_real.cpp and src/matmul_complex.cpp instantiate it (TESSERA_INSTANTIATE_MATMUL) for
+// the four element types. Includes Eigen.
 #pragma once
 
 // gemm.hpp includes eigen.hpp, which configures Eigen, so it comes first.
@@ -316,23 +317,26 @@ void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<cons
         const matrix_ref<T> z = matrix_of(c);
         const bool rows_contiguous = (y.cs == 1 || y.cols == 1) && (z.cs == 1 || z.cols == 1) &&
                                      (z.rows == 1 || z.rs >= z.cols);
+        const auto dense = [](const auto& v) {
+            return (v.cs == 1 || v.cols == 1) && (v.rs == v.cols || v.rows == 1);
+        };
         if (m >= 1 && n >= 1 && k >= 1 && m <= small_gemm_max && n <= small_gemm_max &&
             k <= small_gemm_max && rows_contiguous) {
-            ++session_access::counters(s).inline_dispatches;
             const kernel_isa isa = host_kernel_isa();
             const small_size size = classify_small(m, k, n);
-            const auto dense = [](const auto& v) {
-                return (v.cs == 1 || v.cols == 1) && (v.rs == v.cols || v.rows == 1);
-            };
             const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
-            if (size != small_size::none && plain && dense(x) && dense(y) && dense(z) &&
-                !blocked_beats_fixed(isa, size, sizeof(T))) {
-                run_small_batch<T>(isa, size, {x.data, 0, y.data, 0, z.data, 0, 1});
+            const bool fixed =
+                size != small_size::none && plain && !blocked_beats_fixed(isa, size, sizeof(T));
+            // A fixed-size kernel reads dense matrices only; run_products copies the others.
+            if (!fixed || (dense(x) && dense(y) && dense(z))) {
+                ++session_access::counters(s).inline_dispatches;
+                if (fixed)
+                    run_small_batch<T>(isa, size, {x.data, 0, y.data, 0, z.data, 0, 1});
+                else
+                    run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data,
+                                            y.rs, 0, z.data, z.rs, 0, 1, accumulate, alpha, beta});
                 return;
             }
-            run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data, y.rs, 0,
-                                    z.data, z.rs, 0, 1, accumulate, alpha, beta});
-            return;
         }
     }
     run_products<T>(s, a, b, c, accumulate, alpha, beta);

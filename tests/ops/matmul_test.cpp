@@ -663,13 +663,19 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
     for (const mkn& z : {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{7, 7, 7}, mkn{8, 8, 8}, mkn{12, 12, 12},
                          mkn{16, 16, 16}, mkn{32, 32, 32}, mkn{6, 6, 1}, mkn{3, 5, 2}, mkn{4, 4, 1},
                          mkn{64, 64, 64}, mkn{1, 64, 1}}) {
-        tensor<double> a, b, batched, one, single, acc;
+        tensor<double> a, b, batched, one, single, acc, at, batched_t, single_t;
         be.run([&](session& s) {
             a = random_tensor<double>(s, {3, z.m, z.k}, rng);
             b = random_tensor<double>(s, {3, z.k, z.n}, rng);
             batched = tessera::batched_matmul(s, a, b);
             one = tessera::batched_matmul(s, a.view().slice(0, 1, 2), b.view().slice(0, 1, 2));
             acc = tessera::zeros<double>(s, {z.m, z.n});
+            // A read through its strides (transposed): a fixed-size kernel takes a dense copy on
+            // both ways, the blocked kernel reads it in place on both.
+            at = random_tensor<double>(s, {3, z.k, z.m}, rng);
+            batched_t = tessera::batched_matmul(s, at.view().transpose(-1, -2), b);
+            single_t = tessera::matmul(s, at.view().slice(0, 1, 2).squeeze(0).transpose(),
+                                       b.view().slice(0, 1, 2).squeeze(0));
         });
         const tensor_view<const double> a1 = a.view().slice(0, 1, 2).squeeze(0);
         const tensor_view<const double> b1 = b.view().slice(0, 1, 2).squeeze(0);
@@ -684,6 +690,8 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
         EXPECT_EQ(std::memcmp(single.data(), batched.data() + z.m * z.n, bytes), 0) << what;
         EXPECT_EQ(std::memcmp(single.data(), one.data(), bytes), 0) << what;
         EXPECT_EQ(std::memcmp(single.data(), acc.data(), bytes), 0) << what;
+        EXPECT_EQ(std::memcmp(single_t.data(), batched_t.data() + z.m * z.n, bytes), 0)
+            << what << ", a transposed";
         EXPECT_EQ(d.inline_dispatches, 2u) << what;
         EXPECT_EQ(d.parallel_dispatches, 0u) << what;
     }
