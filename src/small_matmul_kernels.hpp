@@ -191,15 +191,13 @@ struct eigen_kernel {
     // A row-major matrix with one column is not a valid Eigen type; the layouts coincide.
     template <int Rows, int Cols>
     using matrix = Eigen::Matrix<T, Rows, Cols, (Cols == 1 ? Eigen::ColMajor : Eigen::RowMajor)>;
-    // On local copies: Eigen chooses how to vectorise a small product (where its packets start)
-    // from the operands' and the destination's addresses at run time, and with it the order of
-    // the sums, so maps of A, B and C would give bits that depend on where the matrices lie.
+    // Computed into a local and copied out: Eigen chooses how to vectorise the assignment from
+    // the destination's address at run time, and with it the order of the sums, so writing
+    // through a map into C would give bits that depend on where C lies. (Copying A and B into
+    // locals as well cost 4x4 by 4x1 2.6x its time, and no test has shown their addresses to
+    // matter.)
     [[gnu::always_inline]] static void one(const T* a, const T* b, T* c) noexcept {
-        matrix<M, K> x;
-        matrix<K, N> y;
-        std::memcpy(x.data(), a, sizeof(T) * M * K);
-        std::memcpy(y.data(), b, sizeof(T) * K * N);
-        const matrix<M, N> r = x * y;
+        const matrix<M, N> r = Eigen::Map<const matrix<M, K>>(a) * Eigen::Map<const matrix<K, N>>(b);
         std::memcpy(c, r.data(), sizeof(T) * M * N);
     }
 };
