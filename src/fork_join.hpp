@@ -61,9 +61,10 @@ inline std::uintptr_t stack_low() noexcept {
 /// Acquires every synchronisation point at an 8-byte-aligned address (oneTBB's wait objects are
 /// 64-bit atomics) in the 8 KiB of stack below `frame`, the frame of the code that made a oneTBB
 /// call which has returned: the call's task and wait objects lie there, in the caller's own frame
-/// where the compiler inlined oneTBB's code, else in the dead frames just below it. A thread that ran a piece reads those objects after the piece ends, then releases oneTBB's
-/// wait object; acquiring it orders those reads before the caller's later use of the memory, as
-/// oneTBB's own wait does.
+/// where the compiler inlined oneTBB's code, else in the dead frames just below it. A thread that
+/// ran a piece reads those objects after the piece ends, then releases oneTBB's wait object;
+/// acquiring it orders those reads before the caller's later use of the memory, as oneTBB's own
+/// wait does.
 inline void tsan_acquire_stack_below(const void* frame) noexcept {
     constexpr std::uintptr_t span = 8 * 1024;
     const auto top = reinterpret_cast<std::uintptr_t>(frame) & ~std::uintptr_t{7};

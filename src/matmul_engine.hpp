@@ -94,6 +94,40 @@ inline std::size_t pack_slot(std::size_t slots) noexcept {
 /// small real shape, a plain loop, or Eigen's GEMM.
 enum class product_path { small, blocked, naive, gemm };
 
+/// The path for products of [m, k] by [k, n] matrices; `plain`: c = a @ b, without alpha and
+/// beta. One choice for a batch (run_products) and for a single product (matmul_2d), so that
+/// both compute the same bits.
+template <class T>
+product_path product_path_for(std::size_t m, std::size_t n, std::size_t k, bool plain) noexcept {
+    const small_size size = classify_small(m, k, n);
+    const bool blocked_fits = std::is_floating_point_v<T> && m <= small_gemm_max &&
+                              n <= small_gemm_max && k <= small_gemm_max;
+    if (k == 0) return product_path::naive;  // writes beta * c (or zeros)
+    if (size != small_size::none && plain &&
+        !(blocked_fits && blocked_beats_fixed(host_kernel_isa(), size, sizeof(T))))
+        return product_path::small;
+    if (blocked_fits) return product_path::blocked;
+    if (m + n + k < naive_product_limit) return product_path::naive;
+    return product_path::gemm;
+}
+
+/// Whether the kernels of `path` read (with `output`, write) matrix `x` in place, `lhs` when it is
+/// A: dense row-major matrices for the tiny kernels; contiguous rows of B and C (A any strides)
+/// for the blocked kernel; Eigen-readable ones for the GEMM path; any strides for the loop.
+template <class T>
+bool readable_by(product_path path, const matrix_ref<const T>& x, bool output, bool lhs) noexcept {
+    switch (path) {
+        case product_path::small:
+            return (x.cs == 1 || x.cols == 1) && (x.rs == x.cols || x.rows == 1);
+        case product_path::blocked:
+            return lhs ||
+                   ((x.cs == 1 || x.cols == 1) && (!output || x.rows == 1 || x.rs >= x.cols));
+        case product_path::gemm: return layout_of(x, output).order != storage::other;
+        case product_path::naive: break;
+    }
+    return true;
+}
+
 /// c = a @ b for every matrix of the batch (accumulate: c = alpha * a @ b + beta * c).
 ///
 /// Preconditions (checked by the caller): a is [..., m, k], b is [..., k, n] with batch axes that
@@ -116,33 +150,9 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     const bool plain = alpha == T{1} && beta == T{0};
 
     const small_size size = classify_small(m, k, n);
-    const bool blocked_fits = std::is_floating_point_v<T> && m <= small_gemm_max &&
-                              n <= small_gemm_max && k <= small_gemm_max;
-    product_path path = product_path::gemm;
-    if (k == 0)
-        path = product_path::naive;  // writes beta * c (or zeros)
-    else if (size != small_size::none && plain &&
-             !(blocked_fits && blocked_beats_fixed(host_kernel_isa(), size, sizeof(T))))
-        path = product_path::small;
-    else if (blocked_fits)
-        path = product_path::blocked;
-    else if (m + n + k < naive_product_limit)
-        path = product_path::naive;
-
-    // Dense row-major matrices for the tiny kernels; contiguous rows of B and C (A any strides)
-    // for the blocked kernel; Eigen-readable ones for the GEMM path; any strides for the loop.
+    const product_path path = product_path_for<T>(m, n, k, plain);
     const auto usable = [&](const auto& v, bool output, bool lhs = false) {
-        const matrix_ref<const T> x = matrix_at<const T>(v, 0);
-        switch (path) {
-            case product_path::small:
-                return (x.cs == 1 || x.cols == 1) && (x.rs == x.cols || x.rows == 1);
-            case product_path::blocked:
-                return lhs || ((x.cs == 1 || x.cols == 1) &&
-                               (!output || x.rows == 1 || x.rs >= x.cols));
-            case product_path::gemm: return layout_of(x, output).order != storage::other;
-            case product_path::naive: break;
-        }
-        return true;
+        return readable_by<T>(path, matrix_at<const T>(v, 0), output, lhs);
     };
     tensor<T> a_copy, b_copy, c_temp;
     if (!usable(a, false, true)) {
@@ -311,32 +321,25 @@ void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<cons
     if constexpr (std::is_floating_point_v<T>) {
         // One small product whose strides the kernels read as they are: straight to the kernel,
         // without the batch machinery of run_products (broadcast, batch walk, items), which
-        // costs several times the product itself at these sizes. The same kernel and the same
-        // bits as run_products would pick, one inline dispatch as it would count.
+        // costs several times the product itself at these sizes. run_products' own choice of
+        // path and layout rules, so the same kernel and the same bits, and one inline dispatch
+        // as it would count; everything else stays with run_products.
+        const product_path path =
+            product_path_for<T>(m, n, k, !accumulate || (alpha == T{1} && beta == T{0}));
         const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
         const matrix_ref<T> z = matrix_of(c);
-        const bool rows_contiguous = (y.cs == 1 || y.cols == 1) && (z.cs == 1 || z.cols == 1) &&
-                                     (z.rows == 1 || z.rs >= z.cols);
-        const auto dense = [](const auto& v) {
-            return (v.cs == 1 || v.cols == 1) && (v.rs == v.cols || v.rows == 1);
-        };
-        if (m >= 1 && n >= 1 && k >= 1 && m <= small_gemm_max && n <= small_gemm_max &&
-            k <= small_gemm_max && rows_contiguous) {
+        if (m >= 1 && n >= 1 && (path == product_path::small || path == product_path::blocked) &&
+            readable_by<T>(path, x, false, true) && readable_by<T>(path, y, false, false) &&
+            readable_by<T>(path, {z.data, z.rows, z.cols, z.rs, z.cs}, true, false)) {
+            ++session_access::counters(s).inline_dispatches;
             const kernel_isa isa = host_kernel_isa();
-            const small_size size = classify_small(m, k, n);
-            const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
-            const bool fixed =
-                size != small_size::none && plain && !blocked_beats_fixed(isa, size, sizeof(T));
-            // A fixed-size kernel reads dense matrices only; run_products copies the others.
-            if (!fixed || (dense(x) && dense(y) && dense(z))) {
-                ++session_access::counters(s).inline_dispatches;
-                if (fixed)
-                    run_small_batch<T>(isa, size, {x.data, 0, y.data, 0, z.data, 0, 1});
-                else
-                    run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data,
-                                            y.rs, 0, z.data, z.rs, 0, 1, accumulate, alpha, beta});
-                return;
-            }
+            if (path == product_path::small)
+                run_small_batch<T>(isa, classify_small(m, k, n),
+                                   {x.data, 0, y.data, 0, z.data, 0, 1});
+            else
+                run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data, y.rs,
+                                        0, z.data, z.rs, 0, 1, accumulate, alpha, beta});
+            return;
         }
     }
     run_products<T>(s, a, b, c, accumulate, alpha, beta);
