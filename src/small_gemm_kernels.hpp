@@ -159,16 +159,11 @@ template <kernel_isa I, class T>
     }
 }
 
-#if defined(__clang__)
-#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq"
-#else
-#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
-#endif
+// The three compilations, with the target strings of the fixed-size kernels.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_avx512(const small_gemm_args<T>& x) noexcept {
     batch<kernel_isa::avx512, T>(x);
 }
-#undef TESSERA_AVX512_TARGET
 template <class T>
 [[gnu::target("avx2,fma")]] void batch_avx2(const small_gemm_args<T>& x) noexcept {
     batch<kernel_isa::avx2, T>(x);

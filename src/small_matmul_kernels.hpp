@@ -310,6 +310,7 @@ template <kernel_isa I, class T, int M, int K, int N>
 // The three compilations of each loop. Target attributes (not target_clones) because each level
 // also picks its own kernel family and register budget; the choice among them is made once per
 // process by host_kernel_isa(), so there is no ifunc resolver to go wrong in a static library.
+// TESSERA_AVX512_TARGET stays defined for src/small_gemm_kernels.hpp's compilations too.
 #if defined(__clang__)
 // clang has no prefer-vector-width target feature (and would ignore the whole attribute).
 #define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq"
@@ -321,7 +322,6 @@ template <class T, int M, int K, int N>
     const small_batch_args<T>& x) noexcept {
     batch_loop<kernel_isa::avx512, T, M, K, N>(x);
 }
-#undef TESSERA_AVX512_TARGET
 template <class T, int M, int K, int N>
 [[gnu::target("avx2,fma")]] void batch_avx2(const small_batch_args<T>& x) noexcept {
     batch_loop<kernel_isa::avx2, T, M, K, N>(x);
