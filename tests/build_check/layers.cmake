@@ -19,7 +19,7 @@ set(engines
     detail/einsum.hpp)
 set(api
     ops/elementwise.hpp ops/reduce.hpp ops/structural.hpp ops/matmul.hpp ops/linalg.hpp
-    ops/einsum.hpp parallel.hpp print.hpp format.hpp random.hpp eigen.hpp tessera.hpp)
+    ops/einsum.hpp parallel.hpp print.hpp format.hpp random.hpp eigen.hpp mpi.hpp tessera.hpp)
 set(layers runtime tensors engines api)
 
 function(layer_of header out)
