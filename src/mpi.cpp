@@ -373,22 +373,37 @@ void check_leading_stride(const char* op, const char* name, const buffer& b) {
 // `s` with its leading extent replaced by `rows` (no larger than it was).
 shape with_leading(const shape& s, std::size_t rows) noexcept { return s.narrowed(0, rows); }
 
-// Copies `in` into `out` (same shape and element size), element by element through the strides.
+// Copies `in` into `out` (same shape and element type) through their strides: the innermost axis
+// as a run (one memcpy where both are contiguous along it), the others by an odometer.
 void copy_elements(const buffer& in, const buffer& out) {
-    const std::size_t size = element_size(in.type);
+    const std::size_t count = in.extents.count();
+    if (count == 0) return;
+    const auto size = static_cast<std::ptrdiff_t>(element_size(in.type));
     const std::size_t rank = in.extents.rank();
+    const std::size_t run = rank == 0 ? 1 : in.extents[rank - 1];
+    const std::ptrdiff_t from_step = rank == 0 ? 1 : in.strides[rank - 1];
+    const std::ptrdiff_t to_step = rank == 0 ? 1 : out.strides[rank - 1];
+    const std::size_t outer = rank == 0 ? 0 : rank - 1;  // the axes the odometer walks
     std::array<std::size_t, max_rank> index{};
     const auto* src = static_cast<const unsigned char*>(in.data);
     auto* dst = static_cast<unsigned char*>(out.data);
-    for (std::size_t e = 0; e < in.extents.count(); ++e) {
+    for (std::size_t done = 0; done < count; done += run) {
         std::ptrdiff_t from = 0, to = 0;
-        for (std::size_t i = 0; i < rank; ++i) {
+        for (std::size_t i = 0; i < outer; ++i) {
             from += static_cast<std::ptrdiff_t>(index[i]) * in.strides[i];
             to += static_cast<std::ptrdiff_t>(index[i]) * out.strides[i];
         }
-        std::memcpy(dst + to * static_cast<std::ptrdiff_t>(size),
-                    src + from * static_cast<std::ptrdiff_t>(size), size);
-        for (std::size_t i = rank; i-- > 0;) {
+        const unsigned char* s = src + from * size;
+        unsigned char* d = dst + to * size;
+        if (from_step == 1 && to_step == 1) {
+            std::memcpy(d, s, run * static_cast<std::size_t>(size));
+        } else {
+            for (std::size_t k = 0; k < run; ++k)
+                std::memcpy(d + static_cast<std::ptrdiff_t>(k) * to_step * size,
+                            s + static_cast<std::ptrdiff_t>(k) * from_step * size,
+                            static_cast<std::size_t>(size));
+        }
+        for (std::size_t i = outer; i-- > 0;) {
             if (++index[i] < in.extents[i]) break;
             index[i] = 0;
         }

@@ -1,6 +1,7 @@
 # Tests (label `package`) proving that a separate project can use tessera by each route:
 #   package.install           installs this build into a scratch prefix (fixture tessera_installed)
 #   package.find_package      builds and runs find_package/ against that prefix
+#   package.find_package_mpi  the same for find_package_mpi/ (tessera::mpi), where it was built
 #   package.pkg_config        builds pkg_config/main.cpp against that prefix with the compiler and
 #                             `pkg-config --cflags --libs tessera` alone (no CMake), and runs it
 #   package.add_subdirectory  builds and runs add_subdirectory/ against this source tree
@@ -76,6 +77,26 @@ if(TESSERA_INSTALL)
         LABELS package
         FIXTURES_REQUIRED tessera_installed
         TIMEOUT 600)
+
+    # The optional component, where it was built: find_package(tessera COMPONENTS mpi). The
+    # consumer runs as a singleton rank (no mpiexec).
+    if(TARGET tessera::mpi)
+        add_test(NAME package.find_package_mpi
+            COMMAND "${CMAKE_CTEST_COMMAND}"
+                --build-and-test
+                    "${CMAKE_CURRENT_LIST_DIR}/find_package_mpi"
+                    "${CMAKE_CURRENT_BINARY_DIR}/package-find_package_mpi"
+                ${_tessera_package_generator}
+                --build-options
+                    "-DCMAKE_PREFIX_PATH=${_tessera_package_prefix_path}"
+                    ${_tessera_package_options}
+                --test-command consumer)
+        set_tests_properties(package.find_package_mpi PROPERTIES
+            LABELS "package;mpi"
+            FIXTURES_REQUIRED tessera_installed
+            ENVIRONMENT "${TESSERA_MPIEXEC_ENVIRONMENT}"
+            TIMEOUT 600)
+    endif()
 
     # Plain compiler and pkg-config, as a makefile would use them; the build's compile and link
     # flags (sanitizers) are passed on as one argument. Skipped (exit 77) without pkg-config.
