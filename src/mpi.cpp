@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -47,7 +48,7 @@ struct record {
     std::int32_t root = 0;
     std::int32_t how = 0;
     std::int32_t rejected = 0;  // 1 when this rank's local checks failed
-    std::int32_t unused = 0;
+    std::int32_t op = 0;        // the collective called
 };
 
 wire_header header_of(const buffer& b) noexcept {
@@ -145,6 +146,8 @@ const char* op_name(collective op) noexcept {
 
 }  // namespace
 
+struct request_state;
+
 // The communicator's two duplicates, the payload tag counter and the collectives' scratch, sized
 // once so that no transfer allocates.
 struct comm_state {
@@ -156,6 +159,9 @@ struct comm_state {
     int next_payload_tag = 0;
     std::vector<record> records;
     std::vector<int> counts, displacements;
+    // irecvs whose header has not arrived yet (an intrusive list: no allocation). While it is not
+    // empty, every blocking call progresses them (see `complete`).
+    request_state* awaiting_header = nullptr;
 };
 
 void comm_state_deleter::operator()(comm_state* s) const noexcept {
@@ -184,6 +190,32 @@ void check_mpi(int rc, const char* op, const comm_state& c) {
                                 std::string_view(text, static_cast<std::size_t>(length)), rc,
                                 c.rank),
                     rc);
+}
+
+// Progresses the irecvs of `c` whose header has not arrived (defined with point to point).
+void progress(comm_state& c) noexcept;
+
+// Waits for `r` while progressing `c`'s irecvs.
+int wait_progressing(comm_state& c, MPI_Request& r) noexcept {
+    for (;;) {
+        int done = 0;
+        if (const int rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+        if (done != 0) return MPI_SUCCESS;
+        progress(c);
+    }
+}
+
+// Runs a blocking MPI call: `call(nullptr)` makes the blocking call, `call(&request)` its
+// non-blocking form. The latter, waited for while progressing, is used while irecvs of this
+// communicator wait for their headers: a peer may be blocked sending a large payload to one of
+// them (its receive is posted once the header is checked) and so never reach the call this rank
+// waits in. Otherwise the blocking call, MPI's fastest path.
+template <class Call>
+int complete(comm_state& c, Call&& call) {
+    if (c.awaiting_header == nullptr) return call(nullptr);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
+    return wait_progressing(c, r);
 }
 
 // A view as MPI sees it: a base address, a count and a datatype (derived, and freed here, for a
@@ -219,20 +251,22 @@ public:
             return;
         }
         MPI_Datatype t = MPI_DATATYPE_NULL;
-        for (std::size_t a = axes; a-- > 0;) {
+        int rc = MPI_SUCCESS;
+        for (std::size_t a = axes; a-- > 0 && rc == MPI_SUCCESS;) {
             MPI_Datatype next = MPI_DATATYPE_NULL;
             const int n = static_cast<int>(extent[a]);
             if (a + 1 == axes)
-                check_mpi(stride[a] == 1 ? MPI_Type_contiguous(n, type_, &next)
-                                         : MPI_Type_create_hvector(n, 1, stride[a] * size, type_,
-                                                                   &next),
-                          op, c);
+                rc = stride[a] == 1
+                         ? MPI_Type_contiguous(n, type_, &next)
+                         : MPI_Type_create_hvector(n, 1, stride[a] * size, type_, &next);
             else
-                check_mpi(MPI_Type_create_hvector(n, 1, stride[a] * size, t, &next), op, c);
+                rc = MPI_Type_create_hvector(n, 1, stride[a] * size, t, &next);
             if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
             t = next;
         }
-        check_mpi(MPI_Type_commit(&t), op, c);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
+        if (rc != MPI_SUCCESS && t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
+        check_mpi(rc, op, c);
         type_ = t;
         derived_ = true;
         count_ = 1;
@@ -308,10 +342,11 @@ public:
         }
         const auto size = static_cast<MPI_Aint>(element_size(b.type));
         const MPI_Aint step = (b.extents[0] > 1 ? b.strides[0] : 1) * size;
-        const int rc = MPI_Type_create_resized(block, 0, step, &type_);
+        int rc = MPI_Type_create_resized(block, 0, step, &type_);
         if (made) MPI_Type_free(&block);
+        if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(&type_)) != MPI_SUCCESS)
+            MPI_Type_free(&type_);
         check_mpi(rc, op, c);
-        check_mpi(MPI_Type_commit(&type_), op, c);
         derived_ = true;
     }
     row_layout(const row_layout&) = delete;
@@ -495,6 +530,11 @@ void agree(const comm_state& c, collective op, int root, const std::exception_pt
     const record& first = r[0];
     for (int k = 1; k < c.size; ++k) {
         const record& x = r[static_cast<std::size_t>(k)];
+        if (x.op != first.op)
+            // Named without this rank's op, so that every rank throws the same message.
+            throw mismatch_error(fmt::format("mpi: rank {} called {} but rank 0 called {}", k,
+                                             op_name(static_cast<collective>(x.op)),
+                                             op_name(static_cast<collective>(first.op))));
         if (x.root != first.root)
             throw mismatch_error(fmt::format("{}: rank {} names root {} but rank 0 names root {}",
                                              name, k, x.root, first.root));
@@ -551,15 +591,26 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
     mine.root = root;
     mine.how = static_cast<std::int32_t>(how);
     mine.rejected = local ? 1 : 0;
-    check_mpi(MPI_Allgather(&mine, sizeof(record), MPI_BYTE, c.records.data(), sizeof(record),
-                            MPI_BYTE, c.main),
+    mine.op = static_cast<std::int32_t>(op);
+    check_mpi(complete(c, [&](MPI_Request* r) {
+                  return r ? MPI_Iallgather(&mine, sizeof(record), MPI_BYTE, c.records.data(),
+                                            sizeof(record), MPI_BYTE, c.main, r)
+                           : MPI_Allgather(&mine, sizeof(record), MPI_BYTE, c.records.data(),
+                                           sizeof(record), MPI_BYTE, c.main);
+              }),
               name, c);
     agree(c, op, root, local);
 
     switch (op) {
         case collective::bcast: {
             const wire_layout data(out, name, c);
-            check_mpi(MPI_Bcast(data.base(), data.count(), data.type(), root, c.main), name, c);
+            check_mpi(complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Ibcast(data.base(), data.count(), data.type(), root,
+                                                c.main, r)
+                                   : MPI_Bcast(data.base(), data.count(), data.type(), root,
+                                               c.main);
+                      }),
+                      name, c);
             return;
         }
         case collective::allreduce: {
@@ -573,11 +624,23 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
             buffer in_as_out = in;
             in_as_out.data = out.data;
             if (same_view(in_as_out, out) && in.data != out.data) {
-                check_mpi(MPI_Allreduce(in.data, out.data, count, type, reduce, c.main), name, c);
+                check_mpi(complete(c, [&](MPI_Request* r) {
+                              return r ? MPI_Iallreduce(in.data, out.data, count, type, reduce,
+                                                        c.main, r)
+                                       : MPI_Allreduce(in.data, out.data, count, type, reduce,
+                                                       c.main);
+                          }),
+                          name, c);
                 return;
             }
             if (in.data != out.data || !same_view(in, out)) copy_elements(in, out);
-            check_mpi(MPI_Allreduce(MPI_IN_PLACE, out.data, count, type, reduce, c.main), name, c);
+            check_mpi(complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Iallreduce(MPI_IN_PLACE, out.data, count, type, reduce,
+                                                    c.main, r)
+                                   : MPI_Allreduce(MPI_IN_PLACE, out.data, count, type, reduce,
+                                                   c.main);
+                      }),
+                      name, c);
             return;
         }
         default: break;
@@ -616,22 +679,35 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
                        static_cast<std::ptrdiff_t>(rows_before_mine) * out.strides[0] *
                            static_cast<std::ptrdiff_t>(element_size(out.type));
             copy_elements(in, own);
-            check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data, counts,
-                                     displacements, row_type, c.main),
+            check_mpi(complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data,
+                                                     counts, displacements, row_type, c.main, r)
+                                   : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data,
+                                                    counts, displacements, row_type, c.main);
+                      }),
                       name, c);
             return;
         }
         case collective::gather: {
             const wire_layout from(in, name, c);
-            check_mpi(MPI_Gatherv(from.base(), from.count(), from.type(), out.data, counts,
-                                  displacements, row_type, root, c.main),
+            check_mpi(complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Igatherv(from.base(), from.count(), from.type(), out.data,
+                                                  counts, displacements, row_type, root, c.main, r)
+                                   : MPI_Gatherv(from.base(), from.count(), from.type(), out.data,
+                                                 counts, displacements, row_type, root, c.main);
+                      }),
                       name, c);
             return;
         }
         case collective::scatter: {
             const wire_layout to(out, name, c);
-            check_mpi(MPI_Scatterv(in.data, counts, displacements, row_type, to.base(),
-                                   to.count(), to.type(), root, c.main),
+            check_mpi(complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Iscatterv(in.data, counts, displacements, row_type,
+                                                   to.base(), to.count(), to.type(), root, c.main,
+                                                   r)
+                                   : MPI_Scatterv(in.data, counts, displacements, row_type,
+                                                  to.base(), to.count(), to.type(), root, c.main);
+                      }),
                       name, c);
             return;
         }
@@ -641,6 +717,22 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
 
 // --- point to point -----------------------------------------------------------------------------
 
+// A pending isend (both messages posted) or irecv (the header's receive posted; the payload's once
+// the header has arrived and passed its check). An irecv waiting for its header is linked into
+// its communicator's awaiting_header list, so that any blocking call on the communicator, and
+// any wait or test, checks the header as soon as it arrives and posts the payload's receive.
+struct request_state {
+    comm_state* comm = nullptr;
+    bool receiving = false;
+    bool header_done = false;
+    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    wire_header header;
+    buffer out;
+    std::exception_ptr failure;  // what the header's check found, thrown by wait or test
+    request_state* prev = nullptr;
+    request_state* next = nullptr;
+};
+
 namespace {
 
 int take_payload_tag(comm_state& c) noexcept {
@@ -649,14 +741,15 @@ int take_payload_tag(comm_state& c) noexcept {
     return tag;
 }
 
-// Checks a received header against out; on a mismatch the payload is taken off the wire (a
-// zero-count receive, which MPI completes with a truncation error) and the mismatch is thrown.
+// Checks a received header against out; on a mismatch the payload is taken off the wire and the
+// mismatch is thrown.
 void accept_header(comm_state& c, const char* op, const wire_header& h, const MPI_Status& status,
                    const buffer& out) {
     int bytes = 0;
     MPI_Get_count(&status, MPI_BYTE, &bytes);
     if (bytes != static_cast<int>(sizeof(wire_header)) || h.magic != header_magic ||
-        h.rank < 0 || h.rank > static_cast<std::int32_t>(max_rank) || element_size(static_cast<element_code>(h.type)) == 0)
+        h.rank < 0 || h.rank > static_cast<std::int32_t>(max_rank) ||
+        element_size(static_cast<element_code>(h.type)) == 0)
         throw mismatch_error(fmt::format(
             "{}: the message from rank {} (tag {}) is not a tessera transfer; only tessera's "
             "send and isend pair with recv and irecv",
@@ -687,6 +780,61 @@ void accept_header(comm_state& c, const char* op, const wire_header& h, const MP
     std::rethrow_exception(problem);
 }
 
+void unlink(request_state& s) noexcept {
+    comm_state& c = *s.comm;
+    if (s.prev != nullptr) s.prev->next = s.next;
+    else if (c.awaiting_header == &s) c.awaiting_header = s.next;
+    if (s.next != nullptr) s.next->prev = s.prev;
+    s.prev = s.next = nullptr;
+}
+
+// An irecv's header has arrived: checks it and posts the payload's receive, or records the
+// failure (thrown later by wait or test, never by the call that happened to progress it).
+void on_header(request_state& s, const MPI_Status& status) noexcept {
+    unlink(s);
+    s.header_done = true;
+    if (status.MPI_SOURCE == MPI_PROC_NULL) return;
+    comm_state& c = *s.comm;
+    try {
+        accept_header(c, "mpi::irecv", s.header, status, s.out);
+        const wire_layout payload(s.out, "mpi::irecv", c);
+        check_mpi(MPI_Irecv(payload.base(), payload.count(), payload.type(), status.MPI_SOURCE,
+                            s.header.payload_tag, c.payload, &s.requests[1]),
+                  "mpi::irecv", c);
+    } catch (...) {
+        s.failure = std::current_exception();
+    }
+}
+
+// Tests an irecv's header once; returns true once it has been handled.
+bool test_header(request_state& s) noexcept {
+    if (s.header_done) return true;
+    int arrived = 0;
+    MPI_Status status;
+    const int rc = MPI_Test(&s.requests[0], &arrived, &status);
+    if (rc != MPI_SUCCESS) {
+        unlink(s);
+        s.header_done = true;
+        try {
+            check_mpi(rc, "mpi::irecv", *s.comm);
+        } catch (...) {
+            s.failure = std::current_exception();
+        }
+        return true;
+    }
+    if (arrived == 0) return false;
+    on_header(s, status);
+    return true;
+}
+
+void progress(comm_state& c) noexcept {
+    for (request_state* s = c.awaiting_header; s != nullptr;) {
+        request_state* const next = s->next;  // test_header may unlink s
+        test_header(*s);
+        s = next;
+    }
+}
+
 }  // namespace
 
 void send(const communicator& comm, const buffer& data, int dest, int tag) {
@@ -695,9 +843,17 @@ void send(const communicator& comm, const buffer& data, int dest, int tag) {
     check_counts("mpi::send", "data", data);
     const wire_layout payload(data, "mpi::send", c);
     h.payload_tag = take_payload_tag(c);
-    check_mpi(MPI_Send(&h, sizeof h, MPI_BYTE, dest, tag, c.main), "mpi::send", c);
-    check_mpi(MPI_Send(payload.base(), payload.count(), payload.type(), dest, h.payload_tag,
-                       c.payload),
+    check_mpi(complete(c, [&](MPI_Request* r) {
+                  return r ? MPI_Isend(&h, sizeof h, MPI_BYTE, dest, tag, c.main, r)
+                           : MPI_Send(&h, sizeof h, MPI_BYTE, dest, tag, c.main);
+              }),
+              "mpi::send", c);
+    check_mpi(complete(c, [&](MPI_Request* r) {
+                  return r ? MPI_Isend(payload.base(), payload.count(), payload.type(), dest,
+                                       h.payload_tag, c.payload, r)
+                           : MPI_Send(payload.base(), payload.count(), payload.type(), dest,
+                                      h.payload_tag, c.payload);
+              }),
               "mpi::send", c);
 }
 
@@ -705,36 +861,48 @@ void recv(const communicator& comm, const buffer& out, int source, int tag) {
     comm_state& c = comm.state();
     wire_header h;
     MPI_Status status;
-    check_mpi(MPI_Recv(&h, sizeof h, MPI_BYTE, source, tag, c.main, &status), "mpi::recv", c);
+    check_mpi(complete(c, [&](MPI_Request* r) {
+                  if (r == nullptr) return MPI_Recv(&h, sizeof h, MPI_BYTE, source, tag, c.main,
+                                                    &status);
+                  // The non-blocking form must still report the status: wait for it here.
+                  const int rc = MPI_Irecv(&h, sizeof h, MPI_BYTE, source, tag, c.main, r);
+                  if (rc != MPI_SUCCESS) return rc;
+                  for (;;) {
+                      int done = 0;
+                      if (const int t = MPI_Test(r, &done, &status); t != MPI_SUCCESS) return t;
+                      if (done != 0) return MPI_SUCCESS;
+                      progress(c);
+                  }
+              }),
+              "mpi::recv", c);
     if (status.MPI_SOURCE == MPI_PROC_NULL) return;
     accept_header(c, "mpi::recv", h, status, out);
     const wire_layout payload(out, "mpi::recv", c);
-    check_mpi(MPI_Recv(payload.base(), payload.count(), payload.type(), status.MPI_SOURCE,
-                       h.payload_tag, c.payload, MPI_STATUS_IGNORE),
+    check_mpi(complete(c, [&](MPI_Request* r) {
+                  return r ? MPI_Irecv(payload.base(), payload.count(), payload.type(),
+                                       status.MPI_SOURCE, h.payload_tag, c.payload, r)
+                           : MPI_Recv(payload.base(), payload.count(), payload.type(),
+                                      status.MPI_SOURCE, h.payload_tag, c.payload,
+                                      MPI_STATUS_IGNORE);
+              }),
               "mpi::recv", c);
 }
 
-// A pending isend (both messages posted) or irecv (the header posted; the payload once the header
-// has arrived and passed).
-struct request_state {
-    comm_state* comm = nullptr;
-    bool receiving = false;
-    bool header_done = false;
-    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    wire_header header;
-    buffer out;
-};
-
-void on_header(request_state& s, const MPI_Status& status);
-
 void request_state_deleter::operator()(request_state* s) const noexcept {
-    // MPI may still read or write the caller's buffer: finish the transfer, dropping errors.
-    try {
-        if (s->receiving && !s->header_done && s->requests[0] != MPI_REQUEST_NULL) {
-            MPI_Status status;
-            if (MPI_Wait(&s->requests[0], &status) == MPI_SUCCESS) on_header(*s, status);
+    // MPI may still read or write the caller's buffer. A receive whose header has not arrived is
+    // cancelled (nothing of it reached the buffer, and no peer waits for it); anything further
+    // along is completed, its errors dropped.
+    if (s->receiving && !s->header_done) {
+        unlink(*s);
+        s->header_done = true;
+        MPI_Cancel(&s->requests[0]);
+        MPI_Status status;
+        int cancelled = 0;
+        if (MPI_Wait(&s->requests[0], &status) == MPI_SUCCESS &&
+            MPI_Test_cancelled(&status, &cancelled) == MPI_SUCCESS && cancelled == 0) {
+            s->header_done = false;
+            on_header(*s, status);  // it had arrived: its payload is on the way
         }
-    } catch (const std::exception&) {  // a mismatch: on_header has discarded the payload
     }
     for (MPI_Request& q : s->requests)
         if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
@@ -750,6 +918,7 @@ std::unique_ptr<request_state, request_state_deleter> start_send(const communica
     s->comm = &c;
     s->header = header_of(data);
     s->header.payload_tag = take_payload_tag(c);
+    s->header_done = true;
     const wire_layout payload(data, "mpi::isend", c);  // MPI keeps the type alive while in use
     check_mpi(MPI_Isend(&s->header, sizeof(wire_header), MPI_BYTE, dest, tag, c.main,
                         &s->requests[0]),
@@ -757,7 +926,6 @@ std::unique_ptr<request_state, request_state_deleter> start_send(const communica
     check_mpi(MPI_Isend(payload.base(), payload.count(), payload.type(), dest,
                         s->header.payload_tag, c.payload, &s->requests[1]),
               "mpi::isend", c);
-    s->header_done = true;
     return s;
 }
 
@@ -770,39 +938,22 @@ std::unique_ptr<request_state, request_state_deleter> start_recv(const communica
     s->receiving = true;
     s->out = out;
     s->header.magic = 0;
+    s->header_done = true;  // until the receive is posted, nothing is pending
     check_mpi(MPI_Irecv(&s->header, sizeof(wire_header), MPI_BYTE, source, tag, c.main,
                         &s->requests[0]),
               "mpi::irecv", c);
+    s->header_done = false;
+    s->next = c.awaiting_header;
+    if (s->next != nullptr) s->next->prev = s.get();
+    c.awaiting_header = s.get();
     return s;
-}
-
-// Takes an arrived header: checks it and posts the payload's receive.
-void on_header(request_state& s, const MPI_Status& status) {
-    comm_state& c = *s.comm;
-    s.header_done = true;
-    if (status.MPI_SOURCE == MPI_PROC_NULL) return;
-    accept_header(c, "mpi::irecv", s.header, status, s.out);
-    const wire_layout payload(s.out, "mpi::irecv", c);
-    check_mpi(MPI_Irecv(payload.base(), payload.count(), payload.type(), status.MPI_SOURCE,
-                        s.header.payload_tag, c.payload, &s.requests[1]),
-              "mpi::irecv", c);
 }
 
 }  // namespace detail
 
 void request::wait() {
-    if (!state_) return;
-    // Whatever happens, the request is finished afterwards; the state goes when this returns.
-    std::unique_ptr<detail::request_state, detail::request_state_deleter> s = std::move(state_);
-    detail::comm_state& c = *s->comm;
-    const char* op = s->receiving ? "mpi::irecv" : "mpi::isend";
-    if (s->receiving && !s->header_done) {
-        MPI_Status status;
-        detail::check_mpi(MPI_Wait(&s->requests[0], &status), op, c);
-        detail::on_header(*s, status);
+    while (!test()) {
     }
-    for (MPI_Request& q : s->requests)
-        if (q != MPI_REQUEST_NULL) detail::check_mpi(MPI_Wait(&q, MPI_STATUS_IGNORE), op, c);
 }
 
 bool request::test() {
@@ -811,17 +962,18 @@ bool request::test() {
     detail::comm_state& c = *s.comm;
     const char* op = s.receiving ? "mpi::irecv" : "mpi::isend";
     try {
-        if (s.receiving && !s.header_done) {
-            int arrived = 0;
-            MPI_Status status;
-            detail::check_mpi(MPI_Test(&s.requests[0], &arrived, &status), op, c);
-            if (!arrived) return false;
-            detail::on_header(s, status);
+        if (!detail::test_header(s)) {
+            detail::progress(c);  // the others; a peer may wait on one of them
+            return false;
         }
+        if (s.failure) std::rethrow_exception(s.failure);
         int complete = 0;
         detail::check_mpi(MPI_Testall(2, s.requests.data(), &complete, MPI_STATUSES_IGNORE), op,
                           c);
-        if (!complete) return false;
+        if (complete == 0) {
+            detail::progress(c);
+            return false;
+        }
     } catch (...) {
         state_.reset();
         throw;
@@ -832,8 +984,17 @@ bool request::test() {
 
 // --- communicator, environment, placement -------------------------------------------------------
 
+namespace detail {
+void throw_moved_from() {
+    throw mpi_error("mpi: the communicator was moved from; it holds no MPI communicator",
+                    MPI_ERR_COMM);
+}
+}  // namespace detail
+
 communicator::communicator(MPI_Comm parent) : state_(new detail::comm_state) {
     detail::comm_state& c = *state_;
+    if (parent == MPI_COMM_NULL)
+        throw mpi_error("mpi::communicator: the parent is MPI_COMM_NULL", MPI_ERR_COMM);
     const int dup = MPI_Comm_dup(parent, &c.main);
     if (dup != MPI_SUCCESS) {
         c.main = MPI_COMM_NULL;
@@ -855,11 +1016,26 @@ communicator::communicator(MPI_Comm parent) : state_(new detail::comm_state) {
     size_ = c.size;
 }
 
-MPI_Comm communicator::handle() const noexcept { return state_->main; }
+MPI_Comm communicator::handle() const noexcept {
+    return state_ ? state_->main : MPI_COMM_NULL;
+}
 
 void communicator::barrier() const {
-    detail::check_mpi(MPI_Barrier(state_->main), "mpi::barrier", *state_);
+    detail::comm_state& c = state();
+    detail::check_mpi(detail::complete(c, [&](MPI_Request* r) {
+                          return r ? MPI_Ibarrier(c.main, r) : MPI_Barrier(c.main);
+                      }),
+                      "mpi::barrier", c);
 }
+
+namespace {
+// While an environment lives: an exception that escapes main ends every rank, not just this one.
+[[noreturn]] void abort_every_rank() noexcept {
+    std::fputs("tessera::mpi: terminate called; aborting every rank (MPI_Abort)\n", stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::abort();
+}
+}  // namespace
 
 environment::environment(int& argc, char**& argv) : uncaught_(std::uncaught_exceptions()) {
     int initialised = 0;
@@ -872,9 +1048,18 @@ environment::environment(int& argc, char**& argv) : uncaught_(std::uncaught_exce
     if (rc != MPI_SUCCESS)
         throw mpi_error(fmt::format("mpi::environment: MPI_Init_thread failed (MPI error {})", rc),
                         rc);
+    if (provided_ < MPI_THREAD_FUNNELED) {
+        MPI_Finalize();
+        throw mpi_error(fmt::format("mpi::environment: MPI provides thread level {}, below "
+                                    "MPI_THREAD_FUNNELED",
+                                    provided_),
+                        MPI_ERR_OTHER);
+    }
+    previous_ = std::set_terminate(abort_every_rank);
 }
 
 environment::~environment() {
+    std::set_terminate(previous_);
     if (std::uncaught_exceptions() > uncaught_) MPI_Abort(MPI_COMM_WORLD, 1);
     MPI_Finalize();
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <tessera/backend.hpp>
@@ -33,10 +34,11 @@ private:
     int code_;
 };
 
-/// Thrown when ranks disagree about a transfer: element types, shapes, the root, or one rank's
-/// operands were rejected there. A collective throws it on every rank with the same message, e.g.
-/// "mpi::allreduce: rank 1 has float [4,3] but rank 0 has float [3,4]"; a point-to-point transfer
-/// throws it on the receiving rank (see recv).
+/// Thrown when ranks disagree about a transfer: the collective called, element types, shapes, the
+/// root, the reduction, or one rank's operands were rejected there. A collective throws it on every
+/// rank whose own operands passed, all with the same message, e.g. "mpi::allreduce: rank 1 has
+/// float [4,3] but rank 0 has float [3,4]" (a rank whose own operands failed throws its own
+/// error); a point-to-point transfer throws it on the receiving rank (see recv).
 class mismatch_error : public shape_error {
 public:
     using shape_error::shape_error;
@@ -44,17 +46,20 @@ public:
 
 /// MPI_Init_thread and MPI_Finalize as a scope, for a main that owns MPI. Asks for
 /// MPI_THREAD_FUNNELED: tessera calls MPI only from the thread that calls its transfers, and a
-/// session's worker threads never do. Leaving the scope by an exception calls MPI_Abort, so the
-/// other ranks stop instead of waiting forever in their next transfer.
+/// session's worker threads never do. An exception unwinding through the scope, and one that
+/// escapes main (std::terminate, whose handler it replaces while it lives), calls MPI_Abort, so
+/// the other ranks stop instead of waiting forever in their next transfer.
 ///
 ///     int main(int argc, char** argv) {
 ///         tessera::mpi::environment env{argc, argv};
 ///         tessera::mpi::communicator world{MPI_COMM_WORLD};
 class environment {
 public:
-    /// Initialises MPI (it must not be initialised yet); throws mpi_error if that fails.
+    /// Initialises MPI (it must not be initialised yet); throws mpi_error if that fails or MPI
+    /// cannot provide MPI_THREAD_FUNNELED (MPI is then finalised again).
     environment(int& argc, char**& argv);
-    /// Finalises MPI, or aborts every rank when an exception is unwinding through this scope.
+    /// Finalises MPI, or aborts every rank when an exception is unwinding through this scope;
+    /// restores the std::terminate handler.
     ~environment();
     environment(const environment&) = delete;
     environment& operator=(const environment&) = delete;
@@ -64,6 +69,7 @@ public:
 private:
     int provided_ = 0;
     int uncaught_ = 0;
+    std::terminate_handler previous_ = nullptr;
 };
 
 namespace detail {
@@ -71,6 +77,7 @@ struct comm_state;
 struct comm_state_deleter {
     void operator()(comm_state* s) const noexcept;
 };
+[[noreturn]] void throw_moved_from();
 }  // namespace detail
 
 /// tessera's communicator: duplicates of an MPI communicator, so that tessera's messages never
@@ -82,16 +89,28 @@ struct comm_state_deleter {
 ///     tessera::mpi::allreduce(world, local, total, tessera::mpi::reduction::sum);
 class communicator {
 public:
-    /// Duplicates `parent` (collective); throws mpi_error if MPI refuses.
+    /// Duplicates `parent` (collective); throws mpi_error for MPI_COMM_NULL or if MPI refuses
+    /// (MPI reports an invalid handle through `parent`'s own error handler, which by default
+    /// aborts).
     explicit communicator(MPI_Comm parent);
-    communicator(communicator&&) noexcept = default;
-    communicator& operator=(communicator&&) noexcept = default;
+    /// Moves the duplicates; `other` is left with none (size() 0), and any call but size(),
+    /// rank() and destruction on it throws mpi_error.
+    communicator(communicator&& other) noexcept
+        : state_(std::move(other.state_)),
+          rank_(std::exchange(other.rank_, 0)),
+          size_(std::exchange(other.size_, 0)) {}
+    communicator& operator=(communicator&& other) noexcept {
+        state_ = std::move(other.state_);
+        rank_ = std::exchange(other.rank_, 0);
+        size_ = std::exchange(other.size_, 0);
+        return *this;
+    }
     /// Frees the duplicates (collective).
     ~communicator() = default;
 
     /// Returns this process's rank in the communicator.
     int rank() const noexcept { return rank_; }
-    /// Returns the number of ranks.
+    /// Returns the number of ranks (0 for a moved-from communicator).
     int size() const noexcept { return size_; }
     /// Returns the duplicate tessera runs its collectives on, for the application's own
     /// collective calls (its point-to-point messages belong on a communicator of its own, where
@@ -100,8 +119,12 @@ public:
     /// Waits until every rank has called it.
     void barrier() const;
 
-    /// The communicator's state, for tessera's transfers.
-    detail::comm_state& state() const noexcept { return *state_; }
+    /// The communicator's state, for tessera's transfers; throws mpi_error when moved from.
+    detail::comm_state& state() const {
+        if (!state_) [[unlikely]]
+            detail::throw_moved_from();
+        return *state_;
+    }
 
 private:
     std::unique_ptr<detail::comm_state, detail::comm_state_deleter> state_;
@@ -166,8 +189,13 @@ std::unique_ptr<request_state, request_state_deleter> start_recv(const communica
 }  // namespace detail
 
 /// A pending isend or irecv. wait() completes it and throws what the transfer found
-/// (mismatch_error, mpi_error); destroying a pending request waits for it too, since MPI may still
-/// be using the buffer, but drops any error (call wait() to see it). Movable, not copyable.
+/// (mismatch_error, mpi_error). An irecv checks the sender's header as soon as it arrives, in any
+/// tessera call on the communicator (every blocking one progresses pending irecvs while it
+/// waits), and then posts the payload's receive, so a peer sending a large payload to it is not
+/// held up by this rank's next blocking transfer. Destroying a pending request cancels an irecv
+/// whose header has not arrived and otherwise waits for the transfer (MPI may still be using the
+/// buffer; an isend nobody receives then waits forever), dropping any error (call wait() to see
+/// it). Movable, not copyable.
 class request {
 public:
     /// An empty request: done() is true and wait() returns at once.

@@ -538,6 +538,97 @@ TEST(MpiErrorTest, MpiErrorsBecomeExceptions) {
     expect_communicator_still_works();
 }
 
+// --- progress: large payloads to pending irecvs --------------------------------------------------
+
+// Payloads this large go by rendezvous: the sender waits until the receiver has posted the
+// payload's receive, which an irecv does once it has checked the header.
+constexpr std::size_t large = std::size_t{1} << 20;
+
+TEST(MpiProgressTest, IrecvThenBlockingSendOfLargePayloadsCompletes) {
+    // The usual exchange: post the receive, send, wait. Every rank sends to its right neighbour.
+    mpi::communicator& comm = world();
+    const int p = comm.size(), r = comm.rank();
+    const int right = (r + 1) % p, left = (r + p - 1) % p;
+    dense<double> a(shape{large}, static_cast<double>(r)), b(shape{large}, -1.0);
+    mpi::request q = mpi::irecv(comm, b.view, left);
+    mpi::send(comm, a.view, right);
+    q.wait();
+    EXPECT_EQ(std::count(b.values.begin(), b.values.end(), static_cast<double>(left)),
+              static_cast<std::ptrdiff_t>(large));
+}
+
+TEST(MpiProgressTest, LargeIrecvsWaitedInReverseOrderComplete) {
+    // Rank 0 sends two large messages, blocking, in tag order; rank 1 waits for the second first.
+    mpi::communicator& comm = world();
+    const int r = comm.rank();
+    dense<float> first(shape{large}, 1.0f), second(shape{large}, 2.0f);
+    if (r == 0) {
+        mpi::send(comm, first.view, 1, 1);
+        mpi::send(comm, second.view, 1, 2);
+    } else if (r == 1) {
+        dense<float> x(shape{large}), y(shape{large});
+        mpi::request q1 = mpi::irecv(comm, x.view, 0, 1);
+        mpi::request q2 = mpi::irecv(comm, y.view, 0, 2);
+        q2.wait();
+        q1.wait();
+        EXPECT_EQ(x.values[large - 1], 1.0f);
+        EXPECT_EQ(y.values[large - 1], 2.0f);
+    }
+    expect_communicator_still_works();
+}
+
+TEST(MpiProgressTest, ABarrierBetweenIrecvAndWaitDoesNotHang) {
+    mpi::communicator& comm = world();
+    const int p = comm.size(), r = comm.rank();
+    const int right = (r + 1) % p, left = (r + p - 1) % p;
+    dense<std::int64_t> a(shape{large}, r), b(shape{large});
+    mpi::request q = mpi::irecv(comm, b.view, left);
+    mpi::request s = mpi::isend(comm, a.view, right);
+    comm.barrier();  // the sends may only complete once the irecvs have taken their headers
+    q.wait();
+    s.wait();
+    EXPECT_EQ(b.values[large / 2], left);
+}
+
+TEST(MpiProgressTest, DestroyingAnIrecvNobodySendsToCancelsIt) {
+    mpi::communicator& comm = world();
+    const int p = comm.size(), r = comm.rank();
+    dense<float> b(shape{4}, 7.0f);
+    {
+        mpi::request q = mpi::irecv(comm, b.view, (r + p - 1) % p, 99);
+        EXPECT_FALSE(q.test());
+    }  // no one sends with tag 99: the receive is cancelled, not waited for
+    EXPECT_EQ(b.values[0], 7.0f);
+    expect_communicator_still_works();
+}
+
+TEST(MpiErrorTest, DifferentCollectivesThrowOnEveryRank) {
+    mpi::communicator& comm = world();
+    dense<double> a(shape{4}, 1.0), b(shape{4});
+    std::string m;
+    if (comm.rank() == 0)
+        m = message_of<mpi::mismatch_error>([&] { mpi::bcast(comm, a.view, 0); });
+    else
+        m = message_of<mpi::mismatch_error>(
+            [&] { mpi::allreduce(comm, a.view, b.view, mpi::reduction::sum); });
+    EXPECT_EQ(m, "mpi: rank 1 called mpi::allreduce but rank 0 called mpi::bcast");
+    for (const std::string& other : messages_of_all(m)) EXPECT_EQ(other, m);
+    expect_communicator_still_works();
+}
+
+TEST(MpiErrorTest, AMovedFromOrNullCommunicatorThrows) {
+    mpi::communicator a{MPI_COMM_SELF};
+    mpi::communicator b{std::move(a)};
+    EXPECT_EQ(a.size(), 0);  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+    EXPECT_EQ(b.size(), 1);
+    EXPECT_EQ(a.handle(), MPI_COMM_NULL);
+    EXPECT_THROW(a.barrier(), mpi::mpi_error);
+    dense<float> v(shape{2});
+    EXPECT_THROW(mpi::bcast(a, v.view, 0), mpi::mpi_error);
+    EXPECT_THROW(mpi::communicator{MPI_COMM_NULL}, mpi::mpi_error);
+    mpi::bcast(b, v.view, 0);
+}
+
 // --- placement and counts -----------------------------------------------------------------------
 
 TEST(MpiPlacementTest, RanksOfANodeShareItsCpusWithoutOverlap) {
