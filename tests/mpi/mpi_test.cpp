@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/alloc_counter.hpp"
+#include "support/messages.hpp"
 
 namespace {
 
@@ -256,33 +257,31 @@ TYPED_TEST(MpiTransferTest, AllreduceEveryReductionEveryLayoutAndInPlace) {
             }
             return acc;
         };
-        for (layout from : all_layouts) {
-            {
-                storage<T> si(0), so(0);
-                const tensor_view<T> in = make_view(si, from, 4, 5);
-                const tensor_view<T> out = make_view(so, layout::contiguous, 4, 5);
-                for (std::size_t i = 0; i < 4; ++i)
-                    for (std::size_t j = 0; j < 5; ++j) in(i, j) = small<T>(r, i * 5 + j);
-                mpi::allreduce(comm, in, out, how);
-                int wrong = 0;
-                for (std::size_t i = 0; i < 4; ++i)
-                    for (std::size_t j = 0; j < 5; ++j) wrong += out(i, j) == expected(i * 5 + j) ? 0 : 1;
-                EXPECT_EQ(wrong, 0) << name_of(from);
-                EXPECT_EQ(touched_outside(so, out), 0);
-            }
-        }
-        {
-            // In place: in and out the very same view.
-            storage<T> s(0);
-            const tensor_view<T> v = make_view(s, layout::contiguous, 4, 5);
+        auto fill_small = [&](const tensor_view<T>& v) {
             for (std::size_t i = 0; i < 4; ++i)
                 for (std::size_t j = 0; j < 5; ++j) v(i, j) = small<T>(r, i * 5 + j);
-            mpi::allreduce(comm, v, v, how);
+        };
+        auto count_wrong = [&](const tensor_view<T>& v) {
             int wrong = 0;
             for (std::size_t i = 0; i < 4; ++i)
                 for (std::size_t j = 0; j < 5; ++j) wrong += v(i, j) == expected(i * 5 + j) ? 0 : 1;
-            EXPECT_EQ(wrong, 0) << "in place";
+            return wrong;
+        };
+        for (layout from : all_layouts) {
+            storage<T> si(0), so(0);
+            const tensor_view<T> in = make_view(si, from, 4, 5);
+            const tensor_view<T> out = make_view(so, layout::contiguous, 4, 5);
+            fill_small(in);
+            mpi::allreduce(comm, in, out, how);
+            EXPECT_EQ(count_wrong(out), 0) << name_of(from);
+            EXPECT_EQ(touched_outside(so, out), 0);
         }
+        // In place: in and out the very same view.
+        storage<T> s(0);
+        const tensor_view<T> v = make_view(s, layout::contiguous, 4, 5);
+        fill_small(v);
+        mpi::allreduce(comm, v, v, how);
+        EXPECT_EQ(count_wrong(v), 0) << "in place";
     }
 }
 
@@ -340,20 +339,7 @@ TYPED_TEST(MpiTransferTest, ScatterAndGatherUnevenRowsFromEitherEnd) {
 
 // --- errors -------------------------------------------------------------------------------------
 
-// Runs `fn`, expecting E; returns its message ("" and a failure when it is not thrown).
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "a different exception: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "nothing thrown";
-    return "";
-}
+using tessera::test::message_of;
 
 // Every rank's message, gathered on every rank (to check they are the same).
 std::vector<std::string> messages_of_all(const std::string& mine) {
