@@ -24,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tessera/detail/check.hpp>
 #include <tessera/detail/validate.hpp>
 #include <tessera/print.hpp>
 
@@ -49,6 +50,8 @@ struct record {
     std::int32_t how = 0;
     std::int32_t rejected = 0;  // 1 when this rank's local checks failed
     std::int32_t op = 0;        // the collective called
+    std::int32_t pending = 0;   // 1 when irecvs of this rank wait for their header
+    std::int32_t unused = 0;
 };
 
 wire_header header_of(const buffer& b) noexcept {
@@ -162,9 +165,16 @@ struct comm_state {
     // irecvs whose header has not arrived yet (an intrusive list: no allocation). While it is not
     // empty, every blocking call progresses them (see `complete`).
     request_state* awaiting_header = nullptr;
+    // isends and irecvs not yet complete, which point here: the communicator must outlive them.
+    std::size_t live_requests = 0;
 };
 
 void comm_state_deleter::operator()(comm_state* s) const noexcept {
+    // A pending request would go on to use this state (and its buffer, MPI): a checked error, like
+    // a backend destroyed with a session open.
+    TESSERA_CHECK(s->live_requests == 0,
+                  "tessera::mpi::communicator destroyed while requests on it are pending; wait "
+                  "for them (or destroy them) first");
     // After MPI_Finalize (a communicator that outlived the environment) MPI has freed them.
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -205,16 +215,30 @@ int wait_progressing(comm_state& c, MPI_Request& r) noexcept {
     }
 }
 
-// Runs a blocking MPI call: `call(nullptr)` makes the blocking call, `call(&request)` its
-// non-blocking form. The latter, waited for while progressing, is used while irecvs of this
+// Runs a blocking point-to-point call: `call(nullptr)` makes the blocking call, `call(&request)`
+// its non-blocking form. The latter, waited for while progressing, is used while irecvs of this
 // communicator wait for their headers: a peer may be blocked sending a large payload to one of
 // them (its receive is posted once the header is checked) and so never reach the call this rank
-// waits in. Otherwise the blocking call, MPI's fastest path.
+// waits in. Otherwise the blocking call, MPI's fastest path. (Blocking and non-blocking
+// point-to-point calls match each other; collectives do not, see complete_collective.)
 template <class Call>
 int complete(comm_state& c, Call&& call) {
     if (c.awaiting_header == nullptr) return call(nullptr);
     MPI_Request r = MPI_REQUEST_NULL;
     if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
+    return wait_progressing(c, r);
+}
+
+// Runs a collective. A blocking collective on one rank never matches a non-blocking one on
+// another (Open MPI runs them in different components), so every rank must choose alike:
+// `progressing` comes from the agreement records (some rank has irecvs waiting), or is true for
+// the calls that are always non-blocking (the records' own allgather, barrier).
+template <class Call>
+int complete_collective(comm_state& c, bool progressing, Call&& call) {
+    if (!progressing) return call(nullptr);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
+    if (c.awaiting_header == nullptr) return MPI_Wait(&r, MPI_STATUS_IGNORE);
     return wait_progressing(c, r);
 }
 
@@ -592,7 +616,8 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
     mine.how = static_cast<std::int32_t>(how);
     mine.rejected = local ? 1 : 0;
     mine.op = static_cast<std::int32_t>(op);
-    check_mpi(complete(c, [&](MPI_Request* r) {
+    mine.pending = c.awaiting_header != nullptr ? 1 : 0;
+    check_mpi(complete_collective(c, true, [&](MPI_Request* r) {
                   return r ? MPI_Iallgather(&mine, sizeof(record), MPI_BYTE, c.records.data(),
                                             sizeof(record), MPI_BYTE, c.main, r)
                            : MPI_Allgather(&mine, sizeof(record), MPI_BYTE, c.records.data(),
@@ -600,11 +625,13 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
               }),
               name, c);
     agree(c, op, root, local);
+    bool progressing = false;  // alike on every rank: from the records
+    for (const record& x : c.records) progressing = progressing || x.pending != 0;
 
     switch (op) {
         case collective::bcast: {
             const wire_layout data(out, name, c);
-            check_mpi(complete(c, [&](MPI_Request* r) {
+            check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Ibcast(data.base(), data.count(), data.type(), root,
                                                 c.main, r)
                                    : MPI_Bcast(data.base(), data.count(), data.type(), root,
@@ -624,7 +651,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
             buffer in_as_out = in;
             in_as_out.data = out.data;
             if (same_view(in_as_out, out) && in.data != out.data) {
-                check_mpi(complete(c, [&](MPI_Request* r) {
+                check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                               return r ? MPI_Iallreduce(in.data, out.data, count, type, reduce,
                                                         c.main, r)
                                        : MPI_Allreduce(in.data, out.data, count, type, reduce,
@@ -634,7 +661,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
                 return;
             }
             if (in.data != out.data || !same_view(in, out)) copy_elements(in, out);
-            check_mpi(complete(c, [&](MPI_Request* r) {
+            check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Iallreduce(MPI_IN_PLACE, out.data, count, type, reduce,
                                                     c.main, r)
                                    : MPI_Allreduce(MPI_IN_PLACE, out.data, count, type, reduce,
@@ -679,7 +706,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
                        static_cast<std::ptrdiff_t>(rows_before_mine) * out.strides[0] *
                            static_cast<std::ptrdiff_t>(element_size(out.type));
             copy_elements(in, own);
-            check_mpi(complete(c, [&](MPI_Request* r) {
+            check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data,
                                                      counts, displacements, row_type, c.main, r)
                                    : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data,
@@ -690,7 +717,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
         }
         case collective::gather: {
             const wire_layout from(in, name, c);
-            check_mpi(complete(c, [&](MPI_Request* r) {
+            check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Igatherv(from.base(), from.count(), from.type(), out.data,
                                                   counts, displacements, row_type, root, c.main, r)
                                    : MPI_Gatherv(from.base(), from.count(), from.type(), out.data,
@@ -701,7 +728,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
         }
         case collective::scatter: {
             const wire_layout to(out, name, c);
-            check_mpi(complete(c, [&](MPI_Request* r) {
+            check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Iscatterv(in.data, counts, displacements, row_type,
                                                    to.base(), to.count(), to.type(), root, c.main,
                                                    r)
@@ -906,6 +933,7 @@ void request_state_deleter::operator()(request_state* s) const noexcept {
     }
     for (MPI_Request& q : s->requests)
         if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
+    --s->comm->live_requests;
     delete s;
 }
 
@@ -916,6 +944,7 @@ std::unique_ptr<request_state, request_state_deleter> start_send(const communica
     check_counts("mpi::isend", "data", data);
     std::unique_ptr<request_state, request_state_deleter> s(new request_state);
     s->comm = &c;
+    ++c.live_requests;
     s->header = header_of(data);
     s->header.payload_tag = take_payload_tag(c);
     s->header_done = true;
@@ -935,6 +964,7 @@ std::unique_ptr<request_state, request_state_deleter> start_recv(const communica
     comm_state& c = comm.state();
     std::unique_ptr<request_state, request_state_deleter> s(new request_state);
     s->comm = &c;
+    ++c.live_requests;
     s->receiving = true;
     s->out = out;
     s->header.magic = 0;
@@ -1022,7 +1052,9 @@ MPI_Comm communicator::handle() const noexcept {
 
 void communicator::barrier() const {
     detail::comm_state& c = state();
-    detail::check_mpi(detail::complete(c, [&](MPI_Request* r) {
+    // Always non-blocking, so that every rank makes the same kind of call whether or not it has
+    // irecvs to progress.
+    detail::check_mpi(detail::complete_collective(c, true, [&](MPI_Request* r) {
                           return r ? MPI_Ibarrier(c.main, r) : MPI_Barrier(c.main);
                       }),
                       "mpi::barrier", c);

@@ -83,7 +83,8 @@ struct comm_state_deleter {
 /// tessera's communicator: duplicates of an MPI communicator, so that tessera's messages never
 /// match the application's, with errors returned rather than aborting (they become mpi_error).
 /// Building and destroying one are collective over the parent's ranks. Not thread-safe: one
-/// thread at a time per communicator, and it must outlive its pending requests.
+/// thread at a time per communicator. It must outlive its pending requests (destroying it with
+/// one pending is a checked error: TESSERA_CHECK, which aborts by default).
 ///
 ///     tessera::mpi::communicator world{MPI_COMM_WORLD};
 ///     tessera::mpi::allreduce(world, local, total, tessera::mpi::reduction::sum);
@@ -190,9 +191,11 @@ std::unique_ptr<request_state, request_state_deleter> start_recv(const communica
 
 /// A pending isend or irecv. wait() completes it and throws what the transfer found
 /// (mismatch_error, mpi_error). An irecv checks the sender's header as soon as it arrives, in any
-/// tessera call on the communicator (every blocking one progresses pending irecvs while it
+/// tessera call on the same communicator (every blocking one progresses pending irecvs while it
 /// waits), and then posts the payload's receive, so a peer sending a large payload to it is not
-/// held up by this rank's next blocking transfer. Destroying a pending request cancels an irecv
+/// held up by this rank's next blocking tessera call on that communicator. Blocking calls
+/// elsewhere (another communicator, the application's own MPI calls) do not progress it. Each
+/// progress step tests every pending irecv, so it costs in proportion to their number. Destroying a pending request cancels an irecv
 /// whose header has not arrived and otherwise waits for the transfer (MPI may still be using the
 /// buffer; an isend nobody receives then waits forever), dropping any error (call wait() to see
 /// it). Movable, not copyable.

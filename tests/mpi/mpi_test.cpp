@@ -576,6 +576,25 @@ TEST(MpiProgressTest, ABarrierBetweenIrecvAndWaitDoesNotHang) {
     EXPECT_EQ(b.values[large / 2], left);
 }
 
+TEST(MpiProgressTest, CollectivesWhileOnlySomeRanksHaveIrecvsPendingComplete) {
+    // Rank 0 alone has an irecv waiting for its header: every rank must still make the same kind
+    // of collective call (MPI never matches a blocking collective with a non-blocking one).
+    mpi::communicator& comm = world();
+    const int r = comm.rank();
+    dense<double> b(shape{large}), a(shape{large}, 3.0), x(shape{4}, 1.0), y(shape{4});
+    mpi::request q;
+    if (r == 0) q = mpi::irecv(comm, b.view, 1);
+    comm.barrier();
+    mpi::allreduce(comm, x.view, y.view, mpi::reduction::sum);
+    mpi::bcast(comm, y.view, 0);
+    if (r == 1) mpi::send(comm, a.view, 0);
+    q.wait();
+    EXPECT_EQ(y.values[3], static_cast<double>(comm.size()));
+    if (r == 0) {
+        EXPECT_EQ(b.values[large - 1], 3.0);
+    }
+}
+
 TEST(MpiProgressTest, DestroyingAnIrecvNobodySendsToCancelsIt) {
     mpi::communicator& comm = world();
     const int p = comm.size(), r = comm.rank();
