@@ -41,7 +41,8 @@ struct residuals {
 };
 
 // Solves every system of a and b into x and measures the residuals, all in one session.
-residuals solve_share(session& s, const tensor<float>& a, const tensor<float>& b, tensor<float>& x) {
+residuals solve_share(session& s, const tensor<float>& a, const tensor<float>& b,
+                      tensor<float>& x) {
     tessera::solve(s, a, b, x);
     const tensor<float> r = tessera::sub(s, tessera::batched_matmul(s, a, x), b);
     const tensor<float> norms = tessera::norm(s, r, {1, 2});  // one per system

@@ -418,7 +418,8 @@ bool same_view(const buffer& a, const buffer& b) noexcept {
 
 void check_rank_at_least_one(const char* op, const char* name, const buffer& b) {
     if (b.extents.rank() == 0)
-        throw shape_error(fmt::format("{}: {} is a scalar; it needs a leading axis of rows", op, name));
+        throw shape_error(
+            fmt::format("{}: {} is a scalar; it needs a leading axis of rows", op, name));
 }
 
 void check_leading_stride(const char* op, const char* name, const buffer& b) {
@@ -473,7 +474,8 @@ void copy_elements(const buffer& in, const buffer& out) {
 void check_locally(const comm_state& c, collective op, const buffer& in, const buffer& out,
                    int root, reduction how) {
     const char* name = op_name(op);
-    const bool rooted = op == collective::bcast || op == collective::scatter || op == collective::gather;
+    const bool rooted =
+        op == collective::bcast || op == collective::scatter || op == collective::gather;
     if (rooted && (root < 0 || root >= c.size))
         throw shape_error(fmt::format("{}: root {} is not a rank of a communicator of {}", name,
                                       root, c.size));
@@ -1098,7 +1100,8 @@ environment::~environment() {
 
 std::size_t split_rows(std::size_t rows, int ranks, int rank, std::size_t* first) {
     if (ranks < 1 || rank < 0 || rank >= ranks)
-        throw shape_error(fmt::format("mpi::split_rows: rank {} is not one of {} ranks", rank, ranks));
+        throw shape_error(
+            fmt::format("mpi::split_rows: rank {} is not one of {} ranks", rank, ranks));
     const auto p = static_cast<std::size_t>(ranks), r = static_cast<std::size_t>(rank);
     const std::size_t base = rows / p, extra = rows % p;
     if (first != nullptr) *first = r * base + std::min(r, extra);

@@ -195,10 +195,10 @@ std::unique_ptr<request_state, request_state_deleter> start_recv(const communica
 /// waits), and then posts the payload's receive, so a peer sending a large payload to it is not
 /// held up by this rank's next blocking tessera call on that communicator. Blocking calls
 /// elsewhere (another communicator, the application's own MPI calls) do not progress it. Each
-/// progress step tests every pending irecv, so it costs in proportion to their number. Destroying a pending request cancels an irecv
-/// whose header has not arrived and otherwise waits for the transfer (MPI may still be using the
-/// buffer; an isend nobody receives then waits forever), dropping any error (call wait() to see
-/// it). Movable, not copyable.
+/// progress step tests every pending irecv, so it costs in proportion to their number.
+/// Destroying a pending request cancels an irecv whose header has not arrived and otherwise waits
+/// for the transfer (MPI may still be using the buffer; an isend nobody receives then waits
+/// forever), dropping any error (call wait() to see it). Movable, not copyable.
 class request {
 public:
     /// An empty request: done() is true and wait() returns at once.
@@ -226,11 +226,13 @@ inline request make_request(
 }
 
 // Every transfer checks its operands before any data moves: its own (an out that repeats elements,
-// an in that shares bytes with the out) and, against the other ranks, element types, shapes and the
-// root. Point-to-point transfers send a shape header ahead of the data; collectives first exchange
-// one small record per rank (an MPI_Allgather), so that every rank takes the same decision. Strided
-// views travel as MPI derived datatypes (hvector over the axes), never through a packed copy. None
-// of them needs a session, and none allocates apart from isend's and irecv's request state.
+// an in that shares bytes with the out) and, against the other ranks, the collective, element
+// types, shapes and the root. Point-to-point transfers send a shape header ahead of the data;
+// collectives first exchange one small record per rank (a non-blocking allgather), so that every
+// rank takes the same decision. Strided views travel as MPI derived datatypes (hvectors over the
+// axes), never through a packed copy (allreduce, whose out must be dense, copies a strided in into
+// it). None of them needs a session; tessera allocates nothing per transfer apart from isend's and
+// irecv's request state (MPI may, for derived datatypes and large messages).
 
 /// Sends `data` to rank `dest`: a shape header, then the elements (contiguous as they are, strided
 /// through a derived datatype). Returns when the buffer may be reused (MPI_Send). The receiver
@@ -285,8 +287,8 @@ void bcast(const communicator& comm, O&& data, int root) {
 /// otherwise share bytes with it.
 template <tensor_like V, class T = value_of_t<V>>
     requires numeric<T>
-void allreduce(const communicator& comm, const V& in, const std::type_identity_t<tensor_view<T>>& out,
-               reduction how) {
+void allreduce(const communicator& comm, const V& in,
+               const std::type_identity_t<tensor_view<T>>& out, reduction how) {
     detail::run_collective(comm, detail::collective::allreduce, detail::buffer_of(as_view(in)),
                            detail::buffer_of(out), 0, how);
 }
@@ -295,7 +297,8 @@ void allreduce(const communicator& comm, const V& in, const std::type_identity_t
 /// rank's `out` ([n_0 + n_1 + ..., ...]).
 template <tensor_like V, class T = value_of_t<V>>
     requires numeric<T>
-void allgather(const communicator& comm, const V& in, const std::type_identity_t<tensor_view<T>>& out) {
+void allgather(const communicator& comm, const V& in,
+               const std::type_identity_t<tensor_view<T>>& out) {
     detail::run_collective(comm, detail::collective::allgather, detail::buffer_of(as_view(in)),
                            detail::buffer_of(out), 0, reduction::sum);
 }

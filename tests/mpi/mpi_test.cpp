@@ -175,7 +175,8 @@ TYPED_TEST(MpiTransferTest, BroadcastSourceAndScalarAndEmptyTravel) {
     for (mpi::request& q : sends) q.wait();
     int wrong = 0;
     for (std::size_t i = 0; i < 4; ++i)
-        for (std::size_t j = 0; j < 6; ++j) wrong += got.data()[i * 6 + j] == value<T>(left, j) ? 0 : 1;
+        for (std::size_t j = 0; j < 6; ++j)
+            wrong += got.data()[i * 6 + j] == value<T>(left, j) ? 0 : 1;
     EXPECT_EQ(wrong, 0);
     EXPECT_EQ(scalar_got.data()[0], value<T>(left, 9));
 }
@@ -427,13 +428,15 @@ TEST(MpiErrorTest, GatherRowsThatDoNotAddUpThrowOnEveryRank) {
     const int p = comm.size(), r = comm.rank();
     dense<double> part(shape{rows_of(r), 2});
     dense<double> whole(shape{r == 0 ? rows_before(p) + 1 : 0, 2});
-    const std::string m = message_of<mpi::mismatch_error>([&] { mpi::gather(comm, part.view, whole.view, 0); });
+    const std::string m =
+        message_of<mpi::mismatch_error>([&] { mpi::gather(comm, part.view, whole.view, 0); });
     EXPECT_EQ(m, "mpi::gather: out on rank 0 is double [" + std::to_string(rows_before(p) + 1) +
                      ",2] but the ranks' in add up to double [" + std::to_string(rows_before(p)) +
                      ",2]");
     // Rows of different widths.
     dense<double> odd(shape{2, r == 1 ? 3 : 2});
-    const std::string w = message_of<mpi::mismatch_error>([&] { mpi::allgather(comm, odd.view, whole.view); });
+    const std::string w =
+        message_of<mpi::mismatch_error>([&] { mpi::allgather(comm, odd.view, whole.view); });
     EXPECT_EQ(w, "mpi::allgather: rank 1 has in double [2,3] but rank 0 has in double [2,2]");
     expect_communicator_still_works();
 }
@@ -444,15 +447,18 @@ TEST(MpiErrorTest, AllreduceIntoAStridedOutIsRejectedOnEveryRank) {
     const tensor_view<double> in = make_view(si, layout::contiguous, 3, 4);
     // Only the last rank's out is strided: the others learn it from the records.
     const bool last = comm.rank() == comm.size() - 1;
-    const tensor_view<double> out = make_view(so, last ? layout::transposed : layout::contiguous, 3, 4);
+    const tensor_view<double> out =
+        make_view(so, last ? layout::transposed : layout::contiguous, 3, 4);
     std::string m;
     if (last) {
-        m = message_of<tessera::shape_error>([&] { mpi::allreduce(comm, in, out, mpi::reduction::sum); });
+        m = message_of<tessera::shape_error>(
+            [&] { mpi::allreduce(comm, in, out, mpi::reduction::sum); });
         EXPECT_EQ(m, "mpi::allreduce: out must be dense and row-major (MPI's reductions take "
                      "plain elements in one order on every rank); reduce into a contiguous tensor "
                      "and copy from it");
     } else {
-        m = message_of<mpi::mismatch_error>([&] { mpi::allreduce(comm, in, out, mpi::reduction::sum); });
+        m = message_of<mpi::mismatch_error>(
+            [&] { mpi::allreduce(comm, in, out, mpi::reduction::sum); });
         EXPECT_EQ(m, "mpi::allreduce: rank " + std::to_string(comm.size() - 1) +
                          " rejected its operands (its own error says why); no data moved");
     }
@@ -464,7 +470,8 @@ TEST(MpiErrorTest, ComplexMaxIsRejectedOnEveryRank) {
     mpi::communicator& comm = world();
     dense<std::complex<float>> v(shape{3});
     const std::string m =
-        message_of<tessera::error>([&] { mpi::allreduce(comm, v.view, v.view, mpi::reduction::max); });
+        message_of<tessera::error>(
+            [&] { mpi::allreduce(comm, v.view, v.view, mpi::reduction::max); });
     EXPECT_EQ(m, "mpi::allreduce: max and min need a real element type, not complex<float>");
     expect_communicator_still_works();
 }
@@ -478,7 +485,8 @@ TEST(MpiErrorTest, RecvOfAnotherShapeThrowsThereAndLeavesOutAlone) {
         dense<float> a(shape{3, n / 3}, 1.0f);
         dense<float> b(shape{n / 3, 3}, 7.0f);
         mpi::request sent = mpi::isend(comm, a.view, right);
-        const std::string m = message_of<mpi::mismatch_error>([&] { mpi::recv(comm, b.view, left); });
+        const std::string m =
+            message_of<mpi::mismatch_error>([&] { mpi::recv(comm, b.view, left); });
         EXPECT_EQ(m, "mpi::recv: rank " + std::to_string(left) + " sent float [3," +
                          std::to_string(n / 3) + "] but out on rank " + std::to_string(r) +
                          " is float [" + std::to_string(n / 3) + ",3]; nothing was written");
@@ -646,8 +654,11 @@ TEST(MpiPlacementTest, RanksOfANodeShareItsCpusWithoutOverlap) {
     for (int cpu : mine.cpus) owned[static_cast<std::size_t>(cpu)] = 1;
     std::vector<int> owners(1024, 0);
     MPI_Allreduce(owned.data(), owners.data(), 1024, MPI_INT, MPI_SUM, comm.handle());
-    const int cpus = static_cast<int>(std::count_if(owners.begin(), owners.end(), [](int k) { return k > 0; }));
-    const int shared = static_cast<int>(std::count_if(owners.begin(), owners.end(), [](int k) { return k > 1; }));
+    auto cpus_owned_by_more_than = [&](int k) {
+        return static_cast<int>(
+            std::count_if(owners.begin(), owners.end(), [k](int n) { return n > k; }));
+    };
+    const int cpus = cpus_owned_by_more_than(0), shared = cpus_owned_by_more_than(1);
     // More ranks than CPUs: each CPU is still owned, and only the ranks left without one share.
     EXPECT_EQ(mine.local_size, comm.size());
     if (comm.size() <= cpus) {
