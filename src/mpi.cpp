@@ -6,11 +6,14 @@
 // second duplicate under a tag the sender numbers per communicator. The receiver matches headers in
 // MPI's order, checks one against its out, and only then receives the payload by its own tag, so a
 // mismatch never writes into out, and receives started in any order (irecv) each get the payload of
-// the header they matched.
+// the header they matched. An irecv's header is checked, and its payload's receive posted, by
+// whichever tessera call on the communicator runs when it arrives: every blocking one progresses
+// the pending irecvs while it waits (see `complete`).
 //
-// Collectives: every rank contributes one record (its operands' headers, the root, the reduction,
-// and whether its own operands passed its local checks) to an MPI_Allgather, and every rank then
-// takes the same decision from the same records: all go ahead or all throw.
+// Collectives: every rank contributes one record (the collective, its operands' headers, the
+// root, the reduction, whether its own operands passed its local checks, whether it has irecvs
+// pending) to a non-blocking allgather, and every rank then takes the same decision from the same
+// records: all go ahead or all throw.
 #include <tessera/mpi.hpp>
 
 #include <fmt/format.h>
