@@ -81,14 +81,16 @@ struct steps {
             exchange(true, 0);
         }
     }
-    void send_recv_tessera() {
+    // A ping-pong of `v` through tessera.
+    void send_recv(const tensor_view<float>& v) {
         ping_pong([&](bool sending, int peer) {
             if (sending)
-                mpi::send(*world, p.contiguous(), peer);
+                mpi::send(*world, v, peer);
             else
-                mpi::recv(*world, p.contiguous(), peer);
+                mpi::recv(*world, v, peer);
         });
     }
+    void send_recv_tessera() { send_recv(p.contiguous()); }
     void send_recv_raw() {
         const int n = static_cast<int>(p.floats);
         ping_pong([&](bool sending, int peer) {
@@ -99,14 +101,7 @@ struct steps {
                          MPI_STATUS_IGNORE);
         });
     }
-    void send_recv_strided_tessera() {
-        ping_pong([&](bool sending, int peer) {
-            if (sending)
-                mpi::send(*world, p.strided(), peer);
-            else
-                mpi::recv(*world, p.strided(), peer);
-        });
-    }
+    void send_recv_strided_tessera() { send_recv(p.strided()); }
     void send_recv_strided_pack_raw() {
         const int n = static_cast<int>(p.packed.size());
         ping_pong([&](bool sending, int peer) {

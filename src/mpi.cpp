@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <tessera/detail/check.hpp>
+#include <tessera/detail/copy.hpp>
 #include <tessera/detail/validate.hpp>
 #include <tessera/print.hpp>
 
@@ -208,41 +209,39 @@ void check_mpi(int rc, const char* op, const comm_state& c) {
 // Progresses the irecvs of `c` whose header has not arrived (defined with point to point).
 void progress(comm_state& c) noexcept;
 
-// Waits for `r` while progressing `c`'s irecvs.
-int wait_progressing(comm_state& c, MPI_Request& r) noexcept {
+// Runs an MPI call that blocks: `call(nullptr)` makes the blocking call, `call(&request)` its
+// non-blocking form, which is then waited for, progressing `c`'s irecvs meanwhile (a peer may be
+// blocked sending a large payload to one of them, whose receive is posted once its header is
+// checked, and so never reach the call this rank waits in). `status` receives the call's status.
+template <class Call>
+int complete_as(comm_state& c, bool non_blocking, Call&& call,
+                MPI_Status* status = MPI_STATUS_IGNORE) {
+    if (!non_blocking) return call(nullptr);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
+    if (c.awaiting_header == nullptr) return MPI_Wait(&r, status);
     for (;;) {
         int done = 0;
-        if (const int rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+        if (const int rc = MPI_Test(&r, &done, status); rc != MPI_SUCCESS) return rc;
         if (done != 0) return MPI_SUCCESS;
         progress(c);
     }
 }
 
-// Runs a blocking point-to-point call: `call(nullptr)` makes the blocking call, `call(&request)`
-// its non-blocking form. The latter, waited for while progressing, is used while irecvs of this
-// communicator wait for their headers: a peer may be blocked sending a large payload to one of
-// them (its receive is posted once the header is checked) and so never reach the call this rank
-// waits in. Otherwise the blocking call, MPI's fastest path. (Blocking and non-blocking
-// point-to-point calls match each other; collectives do not, see complete_collective.)
+// A point-to-point call: non-blocking only while irecvs of this communicator wait for their
+// headers, otherwise the blocking call, MPI's fastest path (the two forms match each other).
 template <class Call>
-int complete(comm_state& c, Call&& call) {
-    if (c.awaiting_header == nullptr) return call(nullptr);
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
-    return wait_progressing(c, r);
+int complete(comm_state& c, Call&& call, MPI_Status* status = MPI_STATUS_IGNORE) {
+    return complete_as(c, c.awaiting_header != nullptr, call, status);
 }
 
-// Runs a collective. A blocking collective on one rank never matches a non-blocking one on
-// another (Open MPI runs them in different components), so every rank must choose alike:
-// `progressing` comes from the agreement records (some rank has irecvs waiting), or is true for
-// the calls that are always non-blocking (the records' own allgather, barrier).
+// A collective. A blocking collective on one rank never matches a non-blocking one on another
+// (Open MPI runs them in different components), so every rank must choose alike: `progressing`
+// comes from the agreement records (some rank has irecvs waiting), or is true for the calls that
+// are always non-blocking (the records' own allgather, barrier).
 template <class Call>
 int complete_collective(comm_state& c, bool progressing, Call&& call) {
-    if (!progressing) return call(nullptr);
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (const int rc = call(&r); rc != MPI_SUCCESS) return rc;
-    if (c.awaiting_header == nullptr) return MPI_Wait(&r, MPI_STATUS_IGNORE);
-    return wait_progressing(c, r);
+    return complete_as(c, progressing, call);
 }
 
 // A view as MPI sees it: a base address, a count and a datatype (derived, and freed here, for a
@@ -321,11 +320,9 @@ tensor_view<T> typed(const buffer& b) noexcept {
                           std::span<const std::ptrdiff_t>(b.strides.data(), b.extents.rank()));
 }
 
-// Runs the local checks of tessera's validation module on a buffer as the typed view it is.
+// Calls fn with the buffer as the typed view it is, for the library's own checks and copy engine.
 template <class Fn>
-void with_bytes_view(const buffer& b, Fn&& fn) {
-    // Only the addresses and strides matter to the checks, so one byte-sized stand-in per element
-    // type size would do; the real type keeps the checks' arithmetic exactly as the ops use it.
+void with_view(const buffer& b, Fn&& fn) {
     switch (b.type) {
         case element_code::f32: fn(typed<float>(b)); break;
         case element_code::f64: fn(typed<double>(b)); break;
@@ -336,10 +333,20 @@ void with_bytes_view(const buffer& b, Fn&& fn) {
     }
 }
 
+// The same for an in and an out of one element type (the transfers' templates take both as
+// views of one T): fn(in as tensor_view<const T>, out as tensor_view<T>).
+template <class Fn>
+void with_views(const buffer& in, const buffer& out, Fn&& fn) {
+    with_view(out, [&](const auto& o) {
+        using T = typename std::remove_cvref_t<decltype(o)>::value_type;
+        fn(typed<const T>(in), o);
+    });
+}
+
 // Dense and row-major: what tensor_view::is_contiguous says.
 bool is_dense(const buffer& b) {
     bool dense = false;
-    with_bytes_view(b, [&](const auto& v) { dense = v.is_contiguous(); });
+    with_view(b, [&](const auto& v) { dense = v.is_contiguous(); });
     return dense;
 }
 
@@ -402,21 +409,14 @@ void check_counts(const char* op, const char* name, const buffer& b) {
 }
 
 void check_writable(const char* op, const char* name, const buffer& b) {
-    with_bytes_view(b, [&](const auto& v) { tessera::detail::check_writable(op, name, v); });
+    with_view(b, [&](const auto& v) { tessera::detail::check_writable(op, name, v); });
 }
 
-bool shares_bytes(const buffer& a, const buffer& b) {
-    tessera::detail::byte_range ra, rb;
-    with_bytes_view(a, [&](const auto& v) { ra = tessera::detail::bytes_of(v); });
-    with_bytes_view(b, [&](const auto& v) { rb = tessera::detail::bytes_of(v); });
-    return tessera::detail::ranges_overlap(ra, rb);
-}
-
-bool same_view(const buffer& a, const buffer& b) noexcept {
-    if (a.data != b.data || !(a.extents == b.extents)) return false;
-    for (std::size_t i = 0; i < a.extents.rank(); ++i)
-        if (a.extents[i] > 1 && a.strides[i] != b.strides[i]) return false;
-    return true;
+// out and in may share no byte.
+void check_disjoint(const char* op, const buffer& in, const buffer& out) {
+    with_views(in, out, [&](const auto& i, const auto& o) {
+        tessera::detail::check_disjoint(op, "out", o, "in", i);
+    });
 }
 
 void check_rank_at_least_one(const char* op, const char* name, const buffer& b) {
@@ -433,44 +433,10 @@ void check_leading_stride(const char* op, const char* name, const buffer& b) {
             op, name, b.strides[0]));
 }
 
-// `s` with its leading extent replaced by `rows` (no larger than it was).
-shape with_leading(const shape& s, std::size_t rows) noexcept { return s.narrowed(0, rows); }
-
-// Copies `in` into `out` (same shape and element type) through their strides: the innermost axis
-// as a run (one memcpy where both are contiguous along it), the others by an odometer.
+// Copies `in` into `out` (same shape and element type) with the library's copy engine, on this
+// thread; nothing to do when they are the very same elements.
 void copy_elements(const buffer& in, const buffer& out) {
-    const std::size_t count = in.extents.count();
-    if (count == 0) return;
-    const auto size = static_cast<std::ptrdiff_t>(element_size(in.type));
-    const std::size_t rank = in.extents.rank();
-    const std::size_t run = rank == 0 ? 1 : in.extents[rank - 1];
-    const std::ptrdiff_t from_step = rank == 0 ? 1 : in.strides[rank - 1];
-    const std::ptrdiff_t to_step = rank == 0 ? 1 : out.strides[rank - 1];
-    const std::size_t outer = rank == 0 ? 0 : rank - 1;  // the axes the odometer walks
-    std::array<std::size_t, max_rank> index{};
-    const auto* src = static_cast<const unsigned char*>(in.data);
-    auto* dst = static_cast<unsigned char*>(out.data);
-    for (std::size_t done = 0; done < count; done += run) {
-        std::ptrdiff_t from = 0, to = 0;
-        for (std::size_t i = 0; i < outer; ++i) {
-            from += static_cast<std::ptrdiff_t>(index[i]) * in.strides[i];
-            to += static_cast<std::ptrdiff_t>(index[i]) * out.strides[i];
-        }
-        const unsigned char* s = src + from * size;
-        unsigned char* d = dst + to * size;
-        if (from_step == 1 && to_step == 1) {
-            std::memcpy(d, s, run * static_cast<std::size_t>(size));
-        } else {
-            for (std::size_t k = 0; k < run; ++k)
-                std::memcpy(d + static_cast<std::ptrdiff_t>(k) * to_step * size,
-                            s + static_cast<std::ptrdiff_t>(k) * from_step * size,
-                            static_cast<std::size_t>(size));
-        }
-        for (std::size_t i = outer; i-- > 0;) {
-            if (++index[i] < in.extents[i]) break;
-            index[i] = 0;
-        }
-    }
+    with_views(in, out, [](const auto& i, const auto& o) { tessera::detail::copy_inline(o, i); });
 }
 
 // The operand checks each rank can make alone. Throws what the op would throw on this rank.
@@ -501,8 +467,9 @@ void check_locally(const comm_state& c, collective op, const buffer& in, const b
                     "{}: out must be dense and row-major (MPI's reductions take plain elements "
                     "in one order on every rank); reduce into a contiguous tensor and copy from it",
                     name));
-            if (!same_view(in, out) && shares_bytes(in, out))
-                tessera::detail::throw_overlap(name, "out", "in", true);
+            with_views(in, out, [&](const auto& i, const auto& o) {
+                tessera::detail::check_in_place(name, "out", o, "in", i);
+            });
             check_counts(name, "in", in);
             break;
         case collective::allgather:
@@ -515,7 +482,7 @@ void check_locally(const comm_state& c, collective op, const buffer& in, const b
                 check_writable(name, "out", out);
                 check_counts(name, "out", out);
                 if (op == collective::gather) check_leading_stride(name, "out", out);
-                if (shares_bytes(in, out)) tessera::detail::throw_overlap(name, "out", "in", false);
+                check_disjoint(name, in, out);
             }
             break;
         }
@@ -527,7 +494,7 @@ void check_locally(const comm_state& c, collective op, const buffer& in, const b
                 check_rank_at_least_one(name, "in", in);
                 check_counts(name, "in", in);
                 check_leading_stride(name, "in", in);
-                if (shares_bytes(in, out)) tessera::detail::throw_overlap(name, "out", "in", false);
+                check_disjoint(name, in, out);
             }
             break;
     }
@@ -653,9 +620,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
             const auto count = static_cast<int>(out.extents.count());
             const MPI_Datatype type = mpi_type(out.type);
             const MPI_Op reduce = mpi_op(how);
-            buffer in_as_out = in;
-            in_as_out.data = out.data;
-            if (same_view(in_as_out, out) && in.data != out.data) {
+            if (is_dense(in) && in.data != out.data) {
                 check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                               return r ? MPI_Iallreduce(in.data, out.data, count, type, reduce,
                                                         c.main, r)
@@ -665,7 +630,7 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
                           name, c);
                 return;
             }
-            if (in.data != out.data || !same_view(in, out)) copy_elements(in, out);
+            copy_elements(in, out);  // nothing when in is out
             check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Iallreduce(MPI_IN_PLACE, out.data, count, type, reduce,
                                                     c.main, r)
@@ -705,12 +670,11 @@ void run_collective(const communicator& comm, collective op, const buffer& in, c
             // MPI 4.1's allgatherv hangs on 3 or more ranks when a rank's send type nests
             // hvectors of 16-byte elements (a transposed complex<double> in); in place, only the
             // row types of out travel, which it handles.
-            buffer own = out;
-            own.extents = with_leading(out.extents, in.extents[0]);
-            own.data = static_cast<unsigned char*>(out.data) +
-                       static_cast<std::ptrdiff_t>(rows_before_mine) * out.strides[0] *
-                           static_cast<std::ptrdiff_t>(element_size(out.type));
-            copy_elements(in, own);
+            with_views(in, out, [&](const auto& i, const auto& o) {
+                const auto first = static_cast<std::ptrdiff_t>(rows_before_mine);
+                const auto own_rows = static_cast<std::ptrdiff_t>(i.extent(0));
+                tessera::detail::copy_inline(o.slice(0, first, first + own_rows), i);
+            });
             check_mpi(complete_collective(c, progressing, [&](MPI_Request* r) {
                           return r ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data,
                                                      counts, displacements, row_type, c.main, r)
@@ -893,19 +857,13 @@ void recv(const communicator& comm, const buffer& out, int source, int tag) {
     comm_state& c = comm.state();
     wire_header h;
     MPI_Status status;
-    check_mpi(complete(c, [&](MPI_Request* r) {
-                  if (r == nullptr) return MPI_Recv(&h, sizeof h, MPI_BYTE, source, tag, c.main,
-                                                    &status);
-                  // The non-blocking form must still report the status: wait for it here.
-                  const int rc = MPI_Irecv(&h, sizeof h, MPI_BYTE, source, tag, c.main, r);
-                  if (rc != MPI_SUCCESS) return rc;
-                  for (;;) {
-                      int done = 0;
-                      if (const int t = MPI_Test(r, &done, &status); t != MPI_SUCCESS) return t;
-                      if (done != 0) return MPI_SUCCESS;
-                      progress(c);
-                  }
-              }),
+    check_mpi(complete(
+                  c,
+                  [&](MPI_Request* r) {
+                      return r ? MPI_Irecv(&h, sizeof h, MPI_BYTE, source, tag, c.main, r)
+                               : MPI_Recv(&h, sizeof h, MPI_BYTE, source, tag, c.main, &status);
+                  },
+                  &status),
               "mpi::recv", c);
     if (status.MPI_SOURCE == MPI_PROC_NULL) return;
     accept_header(c, "mpi::recv", h, status, out);

@@ -44,11 +44,11 @@ T value(int rank, std::size_t i) {
     }
 }
 
-// A buffer that holds a view's elements with room around them, so strided views can be made.
+// A buffer that holds a view's elements with room around them, so strided views can be made
+// (make_view sizes it).
 template <class T>
 struct storage {
     std::vector<T> data;
-    explicit storage(std::size_t n, T fill = T{}) : data(n, fill) {}
 };
 
 // A dense row-major array and its view (the transfers need no session, so no tensor here).
@@ -135,7 +135,7 @@ TYPED_TEST(MpiTransferTest, SendAndRecvEveryLayoutPair) {
     const int right = (r + 1) % p, left = (r + p - 1) % p;
     for (layout from : all_layouts) {
         for (layout to : all_layouts) {
-            storage<T> src(0), dst(0);
+            storage<T> src, dst;
             const tensor_view<T> a = make_view(src, from, 5, 7);
             const tensor_view<T> b = make_view(dst, to, 5, 7);
             fill_values(a, r);
@@ -216,7 +216,7 @@ TYPED_TEST(MpiTransferTest, BcastFromTheLastRankIntoEveryLayout) {
     mpi::communicator& comm = world();
     const int root = comm.size() - 1;
     for (layout l : all_layouts) {
-        storage<T> s(0);
+        storage<T> s;
         const tensor_view<T> v = make_view(s, l, 6, 3);
         if (comm.rank() == root) fill_values(v, root);
         mpi::bcast(comm, v, root);
@@ -269,7 +269,7 @@ TYPED_TEST(MpiTransferTest, AllreduceEveryReductionEveryLayoutAndInPlace) {
             return wrong;
         };
         for (layout from : all_layouts) {
-            storage<T> si(0), so(0);
+            storage<T> si, so;
             const tensor_view<T> in = make_view(si, from, 4, 5);
             const tensor_view<T> out = make_view(so, layout::contiguous, 4, 5);
             fill_small(in);
@@ -278,7 +278,7 @@ TYPED_TEST(MpiTransferTest, AllreduceEveryReductionEveryLayoutAndInPlace) {
             EXPECT_EQ(touched_outside(so, out), 0);
         }
         // In place: in and out the very same view.
-        storage<T> s(0);
+        storage<T> s;
         const tensor_view<T> v = make_view(s, layout::contiguous, 4, 5);
         fill_small(v);
         mpi::allreduce(comm, v, v, how);
@@ -297,7 +297,7 @@ TYPED_TEST(MpiTransferTest, AllgatherUnevenRowsEveryLayout) {
     const std::size_t total = rows_before(p);
     for (layout from : all_layouts) {
         for (layout to : {layout::contiguous, layout::stepped, layout::transposed}) {
-            storage<T> si(0), so(0);
+            storage<T> si, so;
             const tensor_view<T> in = make_view(si, from, rows_of(r), 3);
             const tensor_view<T> out = make_view(so, to, total, 3);
             fill_values(in, 0, rows_before(r) * 3);  // the rows' global indices
@@ -316,7 +316,7 @@ TYPED_TEST(MpiTransferTest, ScatterAndGatherUnevenRowsFromEitherEnd) {
     for (int root : {0, p - 1}) {
         for (layout whole_layout : {layout::contiguous, layout::stepped, layout::transposed}) {
             for (layout part_layout : all_layouts) {
-                storage<T> sw(0), sp(0), sb(0);
+                storage<T> sw, sp, sb;
                 const bool is_root = r == root;
                 const tensor_view<T> whole =
                     is_root ? make_view(sw, whole_layout, total, 3) : tensor_view<T>();
@@ -443,7 +443,7 @@ TEST(MpiErrorTest, GatherRowsThatDoNotAddUpThrowOnEveryRank) {
 
 TEST(MpiErrorTest, AllreduceIntoAStridedOutIsRejectedOnEveryRank) {
     mpi::communicator& comm = world();
-    storage<double> si(0), so(0);
+    storage<double> si, so;
     const tensor_view<double> in = make_view(si, layout::contiguous, 3, 4);
     // Only the last rank's out is strided: the others learn it from the records.
     const bool last = comm.rank() == comm.size() - 1;
