@@ -648,9 +648,6 @@ TEST_P(BatchedMatmulTest, ReadsAndWritesStridedBroadcastAndTransposedBatches) {
     });
 }
 
-// Through the public API: shapes on both sides of every block boundary of every level (rows 4,
-// 6, 8; columns 2, 4, 8, 16, 32), the largest the kernel takes and the smallest it does not,
-// with transposed, stepped, reversed and broadcast operands and transposed or stepped outputs.
 // A single small product takes a short way to the kernels (matmul_2d); it must pick the kernel
 // the batch machinery picks, so the same bits come out of matmul, batched_matmul with one matrix
 // and batched_matmul among others, and the accumulate form with alpha 1 and beta 0, each in one
@@ -697,6 +694,9 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
     }
 }
 
+// Through the public API: shapes on both sides of every block boundary of every level (rows 4,
+// 6, 8; columns 2, 4, 8, 16, 32), the largest the kernel takes and the smallest it does not,
+// with transposed, stepped, reversed and broadcast operands and transposed or stepped outputs.
 TEST_P(BatchedMatmulTest, BlockedKernelShapesReadAndWriteEveryLayout) {
     backend be{backend_options{}.with_threads(GetParam())};
     const std::uint64_t seed = fresh_seed();
