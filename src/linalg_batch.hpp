@@ -13,6 +13,8 @@
 #include <tessera/detail/parallel.hpp>
 #include <tessera/ops/linalg.hpp>
 
+#include "linalg_lanes.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -76,12 +78,96 @@ template <on_failure Mode, std::size_t K, class Make>
     });
 }
 
-/// Runs `make()`-built kernels over the batch, inline or in parallel per the grain, and throws
-/// linalg_error for the lowest failing item when Mode is raise.
-template <on_failure Mode, std::size_t K, class Make>
+/// Runs one chunk [begin, end) of the batch through the block kernel `fn`, `lanes` items at a
+/// time, one run of the innermost batch axis after another (operands in `proto`); each item a
+/// block hands back is redone by the per-item kernel from `make()`, whose code then counts as in
+/// run_chunk. Out of line as run_chunk.
+template <on_failure Mode, class T, std::size_t K, class Make>
+[[gnu::noinline]] void run_lane_chunk(const iteration<K>& it, std::size_t begin, std::size_t end,
+                                      std::int32_t* info, failure_log& failures, lane_fn<T> fn,
+                                      int lanes, const lane_run<T>& proto, const Make& make) {
+    constexpr std::size_t operands = Mode == on_failure::info ? K - 1 : K;
+    static_assert(operands <= 3);
+    auto kernel = make();
+    lane_run<T> run = proto;
+    for (cursor<K> at(it, begin); begin < end;) {
+        const std::size_t count = std::min(at.run_left(), end - begin);
+        std::array<std::ptrdiff_t, K> start, step;
+        for (std::size_t k = 0; k < K; ++k) {
+            start[k] = at.offset(k);
+            step[k] = it.inner_stride(k);
+        }
+        for (std::size_t k = 0; k < operands; ++k) {
+            run.start[k] = start[k];
+            run.step[k] = step[k];
+        }
+        run.count = count;
+        if constexpr (Mode == on_failure::info)
+            for (std::size_t i = 0; i < count; ++i)
+                info[start[K - 1] + static_cast<std::ptrdiff_t>(i) * step[K - 1]] = 0;
+        for (std::size_t i = 0; i < count; i += static_cast<std::size_t>(lanes)) {
+            const std::uint32_t redo = fn(run, i);
+            for (std::size_t l = 0; l < static_cast<std::size_t>(lanes); ++l) {
+                if ((redo >> l & 1U) == 0) continue;
+                std::array<std::ptrdiff_t, K> off;
+                for (std::size_t k = 0; k < K; ++k)
+                    off[k] = start[k] + static_cast<std::ptrdiff_t>(i + l) * step[k];
+                const int code = kernel(off.data());
+                if constexpr (Mode == on_failure::info) {
+                    info[off[K - 1]] = code;
+                    if (code != 0) kernel.fail(off.data());
+                } else if constexpr (Mode == on_failure::raise) {
+                    if (code != 0) {
+                        failures.record(begin + i + l, code);
+                        return;
+                    }
+                }
+            }
+        }
+        at.advance(count);
+        begin += count;
+    }
+}
+
+/// The block kernel an op runs on, when it has one for this size and type (fn not null).
+template <class T>
+struct lane_plan {
+    lane_fn<T> fn = nullptr;
+    int lanes = 0;
+    lane_run<T> run;  // the operands
+};
+
+/// No block kernel: the complex element types, and the ops without one.
+struct no_lanes {};
+
+/// The plan for `op` on real T with the given block operands; empty otherwise.
+template <class T, class... Operands>
+auto plan_lanes(lane_op op, std::size_t n, const Operands&... operands) noexcept {
+    if constexpr (is_complex_v<T>) {
+        return no_lanes{};
+    } else {
+        lane_plan<T> plan;
+        plan.fn = find_lane_kernel<T>(op, n, plan.lanes);
+        int k = 0;
+        const auto place = [&]<class U>(const operand<U>& o) {
+            if constexpr (std::is_same_v<std::remove_const_t<U>, std::int64_t>)
+                plan.run.piv = {const_cast<std::int64_t*>(o.data), o.rs, o.cs};
+            else
+                plan.run.op[k] = {const_cast<T*>(o.data), o.rs, o.cs};
+            ++k;
+        };
+        (place(operands), ...);
+        return plan;
+    }
+}
+
+/// Runs `make()`-built kernels over the batch, inline or in parallel per the grain, through the
+/// block kernel of `lanes` when it has one (items it hands back go to the per-item kernel), and
+/// throws linalg_error for the lowest failing item when Mode is raise.
+template <on_failure Mode, std::size_t K, class Make, class Lanes = no_lanes>
 void run_batch(session& s, const char* op, linalg_reason reason, const shape& batch,
                const std::array<stride_array, K>& strides, std::size_t work, std::int32_t* info,
-               const Make& make) {
+               const Make& make, const Lanes& lanes = {}) {
     const std::size_t count = batch.count();
     if (count == 0) return;
     std::array<const stride_array*, K> st{};
@@ -91,6 +177,13 @@ void run_batch(session& s, const char* op, linalg_reason reason, const shape& ba
         1, session_access::core(s).settings().grain / std::max<std::size_t>(work, 1));
     failure_log failures;
     parallel_range(s, count, grain, [&](std::size_t begin, std::size_t end) {
+        if constexpr (!std::is_same_v<Lanes, no_lanes>) {
+            if (lanes.fn != nullptr) {
+                run_lane_chunk<Mode>(it, begin, end, info, failures, lanes.fn, lanes.lanes,
+                                     lanes.run, make);
+                return;
+            }
+        }
         run_chunk<Mode>(it, begin, end, info, failures, make);
     });
     if constexpr (Mode == on_failure::raise)
@@ -143,14 +236,6 @@ template <class T, int N>
 using square_t = typename size_class_types<T, N>::square;
 template <class T, int N>
 using column_t = typename size_class_types<T, N>::column;
-
-/// One [n, m] matrix (or [n] vector, cs unused) of an operand: base pointer and strides.
-template <class T>
-struct operand {
-    T* data;
-    std::ptrdiff_t rs;
-    std::ptrdiff_t cs;
-};
 
 template <class T>
 operand<T> matrix_operand(const tensor_view<T>& v) noexcept {

@@ -111,12 +111,13 @@ void cholesky_run(session& s, const tensor_view<const T>& a, const tensor_view<T
         std::array<stride_array, 2>{batch_strides(a, 2, batch), batch_strides(l, 2, batch)}, info,
         batch);
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::cholesky, n, matrix_operand(a), matrix_operand(l));
     with_size_class<1, 2, 3, 4>(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "cholesky", linalg_reason::not_positive_definite, batch, st,
                         item_work(n, 0.5), info.data(), [&] {
                             return cholesky_kernel<T, N>(matrix_operand(a), matrix_operand(l), ni);
-                        });
+                        }, lanes);
     });
 }
 

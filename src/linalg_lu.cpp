@@ -427,12 +427,13 @@ void inverse_run(session& s, const tensor_view<const T>& a, const tensor_view<T>
         std::array<stride_array, 2>{batch_strides(a, 2, batch), batch_strides(x, 2, batch)}, info,
         batch);
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::inverse, n, matrix_operand(a), matrix_operand(x));
     with_size_class<1, 2, 3, 4>(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "inverse", linalg_reason::singular, batch, st, item_work(n, 2.0),
                         info.data(), [&] {
                             return inverse_kernel<T, N>(matrix_operand(a), matrix_operand(x), ni);
-                        });
+                        }, lanes);
     });
 }
 
@@ -450,13 +451,16 @@ void solve_run(session& s, const tensor_view<const T>& a, const tensor_view<cons
                                     info, batch);
     const auto ni = static_cast<Eigen::Index>(n), ki = static_cast<Eigen::Index>(k);
     const double nd = static_cast<double>(n);
+    auto lanes = plan_lanes<T>(lane_op::solve, n, matrix_operand(a), matrix_operand(b),
+                               matrix_operand(x));
+    if constexpr (!is_complex_v<T>) lanes.run.k = ki;
     with_size_class<1, 2, 3, 4>(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "solve", linalg_reason::singular, batch, st,
                         item_work(n, 1.0, 2.0 * nd * nd * static_cast<double>(k)), info.data(), [&] {
                             return solve_kernel<T, N>(matrix_operand(a), matrix_operand(b),
                                                       matrix_operand(x), ni, ki);
-                        });
+                        }, lanes);
     });
 }
 
@@ -471,13 +475,15 @@ void lu_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& lu,
                                     batch_strides(piv, 1, batch)},
         info, batch);
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::lu, n, matrix_operand(a), matrix_operand(lu),
+                                     vector_operand(piv));
     with_size_class(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "lu", linalg_reason::singular, batch, st, item_work(n, 1.0), info.data(),
                         [&] {
                             return lu_kernel<T, N>(matrix_operand(a), matrix_operand(lu),
                                                    vector_operand(piv), ni);
-                        });
+                        }, lanes);
     });
 }
 
@@ -496,13 +502,14 @@ void det_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& d)
     }
     const std::array<stride_array, 2> st{batch_strides(a, 2, batch), batch_strides(d, 0, batch)};
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::det, n, matrix_operand(a), scalar_operand(d));
     with_size_class<1, 2, 3, 4>(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<on_failure::ignore>(s, "det", linalg_reason::singular, batch, st,
                                       item_work(n, 1.0), nullptr, [&] {
                                           return det_kernel<T, N>(matrix_operand(a),
                                                                   scalar_operand(d), ni);
-                                      });
+                                      }, lanes);
     });
 }
 
@@ -525,6 +532,8 @@ void slogdet_run(session& s, const tensor_view<const T>& a, const tensor_view<T>
     const std::array<stride_array, 3> st{batch_strides(a, 2, batch), batch_strides(sign, 0, batch),
                                          batch_strides(logabs, 0, batch)};
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::slogdet, n, matrix_operand(a), scalar_operand(sign),
+                                     scalar_operand(logabs));
     with_size_class<1, 2, 3>(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<on_failure::ignore>(s, "slogdet", linalg_reason::singular, batch, st,
@@ -532,7 +541,7 @@ void slogdet_run(session& s, const tensor_view<const T>& a, const tensor_view<T>
                                           return slogdet_kernel<T, N>(
                                               matrix_operand(a), scalar_operand(sign),
                                               scalar_operand(logabs), ni);
-                                      });
+                                      }, lanes);
     });
 }
 

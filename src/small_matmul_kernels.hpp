@@ -10,6 +10,8 @@
 #include <tessera/detail/small_matmul.hpp>
 #include <tessera/dtype.hpp>
 
+#include "simd_vector.hpp"
+
 #include <algorithm>
 #include <complex>
 #include <cstddef>
@@ -33,12 +35,7 @@ constexpr int pow2_at_least(int n) noexcept {
     return p;
 }
 
-template <class T, int Lanes>
-struct vec_of {
-    typedef T type __attribute__((vector_size(Lanes * sizeof(T))));
-};
-template <class T, int Lanes>
-using vec_t = typename vec_of<T, Lanes>::type;
+using detail::vec_t;
 
 // Lane l of the result is lane src(l) of the concatenation (lo, hi): a compile-time shuffle.
 // `Src` is a captureless lambda, called on a default-constructed object so that its results are
@@ -310,13 +307,7 @@ template <kernel_isa I, class T, int M, int K, int N>
 // The three compilations of each loop. Target attributes (not target_clones) because each level
 // also picks its own kernel family and register budget; the choice among them is made once per
 // process by host_kernel_isa(), so there is no ifunc resolver to go wrong in a static library.
-// TESSERA_AVX512_TARGET stays defined for src/small_gemm_kernels.hpp's compilations too.
-#if defined(__clang__)
-// clang has no prefer-vector-width target feature (and would ignore the whole attribute).
-#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq"
-#else
-#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
-#endif
+// TESSERA_AVX512_TARGET is in src/simd_vector.hpp.
 template <class T, int M, int K, int N>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_avx512(
     const small_batch_args<T>& x) noexcept {

@@ -1,7 +1,9 @@
-// eigen_native.cpp - the Eigen fixed-size product loops of small_shapes.hpp compiled with
-// -march=native, in a shared library of its own with hidden symbols: linked into the benchmark
-// beside the same templates compiled for the build's target, they would be one definition with
-// two bodies, and the linker would keep either.
+// eigen_native.cpp - the Eigen fixed-size loops of small_shapes.hpp (products) and
+// linalg_loops.hpp (solve, inverse, cholesky, det) compiled with -march=native, in a shared
+// library of its own with hidden symbols: linked into the benchmarks beside the same templates
+// compiled for the build's target, they would be one definition with two bodies, and the linker
+// would keep either.
+#include "linalg_loops.hpp"
 #include "small_shapes.hpp"
 
 #include <cstddef>
@@ -20,4 +22,16 @@ extern "C" __attribute__((visibility("default"))) bool tessera_bench_eigen_nativ
 
 extern "C" __attribute__((visibility("default"))) const char* tessera_bench_eigen_native_simd() {
     return Eigen::SimdInstructionSetsInUse();
+}
+
+extern "C" __attribute__((visibility("default"))) bool tessera_bench_eigen_native_linalg(
+    int bytes, int op, int n, const void* a, const void* b, void* out, std::size_t batch) {
+    const auto o = static_cast<tessera_bench::linalg_op>(op);
+    if (bytes == 4)
+        return tessera_bench::eigen_linalg<float>(o, n, static_cast<const float*>(a),
+                                                  static_cast<const float*>(b),
+                                                  static_cast<float*>(out), batch);
+    return tessera_bench::eigen_linalg<double>(o, n, static_cast<const double*>(a),
+                                               static_cast<const double*>(b),
+                                               static_cast<double*>(out), batch);
 }

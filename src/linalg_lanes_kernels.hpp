@@ -1,0 +1,660 @@
+// src/linalg_lanes_kernels.hpp - SIMD-across-batch kernels of the batched linear algebra ops on
+// real matrices of size 2 to 8: W matrices at a time (W = the vector width in elements), element
+// (i, j) of matrix l in lane l of vector (i, j), so that every instruction works on W matrices and
+// the factorisations are straight-line vector code. Pivot choices differ per matrix, so row swaps
+// are per-lane selects.
+//
+// A block kernel reads its W items into lanes (one vector load per element when the items are
+// interleaved in memory, a W x W shuffle transpose per W elements when they are dense and
+// consecutive, one element at a time otherwise), computes, and writes back every lane whose item
+// it could finish. It returns the lanes it could not: a zero or subnormal pivot, a determinant out
+// of the normal range, a non-positive Cholesky pivot. Those items are redone by the per-matrix
+// kernels (src/linalg_*.cpp), which decide the failure code and every edge case exactly as they
+// do alone; their outputs are left untouched by the block, so that an item computed in place still
+// has its input.
+//
+// Compiled three times (AVX-512, AVX2 + FMA, the build's baseline) by target attributes, like the
+// tiny-matrix products, and picked once per process by host_kernel_isa(). Private to the library:
+// src/linalg_lanes.cpp instantiates it.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "linalg_lanes.hpp"
+#include "simd_vector.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
+
+namespace tessera::detail {
+namespace lanes {
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+// The vectors below never cross a non-inlined call, so the ABI note is noise.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+// ---- vectors ----------------------------------------------------------------------------------
+
+template <class V>
+using elem_t = std::remove_cvref_t<decltype(V{}[0])>;
+/// What comparing two V gives: a vector of same-sized integers, all ones where true.
+template <class V>
+using mask_t = decltype(V{} < V{});
+
+template <class V>
+[[gnu::always_inline]] inline V splat(elem_t<V> x) noexcept {
+    return V{} + x;
+}
+
+template <class V>
+[[gnu::always_inline]] inline V vabs(V x) noexcept {
+    return x < elem_t<V>(0) ? -x : x;
+}
+
+/// Square root per lane. Plain SSE2 on x86 (part of every x86-64 target, so it inlines into any
+/// clone), 16 bytes at a time; a scalar loop elsewhere. Only Cholesky needs it, n times per block.
+template <class V>
+[[gnu::always_inline]] inline V vsqrt(V x) noexcept {
+    using T = elem_t<V>;
+    V r;
+#if defined(__x86_64__) || defined(__i386__)
+    constexpr int pieces = static_cast<int>(sizeof(V) / 16);
+    static_assert(pieces * 16 == sizeof(V));
+    for (int i = 0; i < pieces; ++i) {
+        if constexpr (std::is_same_v<T, float>) {
+            __m128 q;
+            std::memcpy(&q, reinterpret_cast<const char*>(&x) + 16 * i, 16);
+            q = _mm_sqrt_ps(q);
+            std::memcpy(reinterpret_cast<char*>(&r) + 16 * i, &q, 16);
+        } else {
+            __m128d q;
+            std::memcpy(&q, reinterpret_cast<const char*>(&x) + 16 * i, 16);
+            q = _mm_sqrt_pd(q);
+            std::memcpy(reinterpret_cast<char*>(&r) + 16 * i, &q, 16);
+        }
+    }
+#else
+    for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(T)); ++l) r[l] = __builtin_sqrt(x[l]);
+#endif
+    return r;
+}
+
+/// The lanes below `count` where `m` is set, as bits.
+template <int W, class M>
+[[gnu::always_inline]] inline std::uint32_t lane_bits(M m, int count) noexcept {
+    std::uint32_t bits = 0;
+    for (int l = 0; l < W; ++l)
+        if (l < count && m[l] != 0) bits |= std::uint32_t{1} << l;
+    return bits;
+}
+
+/// True per lane where x is finite with |x| at least the smallest normal number: where the
+/// closed forms may divide by a determinant (as usable_det in src/linalg_lu.cpp).
+template <class V>
+[[gnu::always_inline]] inline mask_t<V> usable(V x) noexcept {
+    using T = elem_t<V>;
+    const V a = vabs(x);
+    return (a >= std::numeric_limits<T>::min()) & (a <= std::numeric_limits<T>::max());
+}
+
+// ---- moving W matrices into lanes and back ----------------------------------------------------
+
+// Stage Bit of a W x W transpose: swaps bit Bit of the row index with bit Bit of the lane index,
+// rows i and i | Bit at a time. After the log2(W) stages row i lane j holds what row j lane i did.
+template <int W, int Bit, bool Upper, class V, std::size_t... L>
+[[gnu::always_inline]] inline V transpose_step(V lo, V hi, std::index_sequence<L...>) noexcept {
+    if constexpr (!Upper)
+        return __builtin_shufflevector(
+            lo, hi, ((L & Bit) ? static_cast<int>(W + (L & ~std::size_t{Bit})) : static_cast<int>(L))...);
+    else
+        return __builtin_shufflevector(
+            lo, hi, ((L & Bit) ? static_cast<int>(W + L) : static_cast<int>(L | Bit))...);
+}
+
+template <int W, int Bit = 1, class V>
+[[gnu::always_inline]] inline void transpose(V (&r)[W]) noexcept {
+    if constexpr (Bit < W) {
+        V t[W];
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) {
+            if (i & Bit) continue;
+            t[i] = transpose_step<W, Bit, false>(r[i], r[i | Bit], std::make_index_sequence<W>{});
+            t[i | Bit] = transpose_step<W, Bit, true>(r[i], r[i | Bit], std::make_index_sequence<W>{});
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) r[i] = t[i];
+        transpose<W, Bit * 2>(r);
+    }
+}
+
+enum class layout : unsigned char {
+    gather,       // anything: element by element
+    interleaved,  // item l at item 0 + l: element (i, j) of the W items is one vector
+    dense,        // item l at item 0 + l R C, each row-major and contiguous: W x W transposes
+};
+
+/// Whether W dense items of E elements each can go through W x W transposes: E >= W (W elements
+/// at a time, the last W overlapping), or E a divisor of W (W / E items per vector).
+template <int W, int E>
+inline constexpr bool transposable = E >= W || W % E == 0;
+
+// Dense items with E < W (2 x 2 floats in 8 or 16 lanes, 2 x 2 doubles in 8): the block is E
+// vectors, each holding G = W / E whole items. Transposing them as rows of a W x W square (the
+// other rows zero) puts element j of vector k's items in row j, lane k; element e of item
+// l = q G + g is then row g E + e, lane q, and G rows interleave into one vector.
+
+/// Lane l of the result is lane l / G of src[l % G] (G = 2 or 4).
+template <int W, int G, class V, std::size_t... L>
+[[gnu::always_inline]] inline V interleave(const V (&src)[G], std::index_sequence<L...>) noexcept {
+    if constexpr (G == 2) {
+        return __builtin_shufflevector(src[0], src[1],
+                                       static_cast<int>((L % 2) * W + L / 2)...);
+    } else {
+        static_assert(G == 4);
+        // Pairs first: x lane i = src[i % 2][i / 2], y likewise from src[2], src[3].
+        const V x = __builtin_shufflevector(src[0], src[1], static_cast<int>((L % 2) * W + L / 2)...);
+        const V y = __builtin_shufflevector(src[2], src[3], static_cast<int>((L % 2) * W + L / 2)...);
+        return __builtin_shufflevector(
+            x, y, static_cast<int>((L % 4 < 2 ? 0 : W) + (L / 4) * 2 + L % 2)...);
+    }
+}
+
+/// The inverse: lane q of result g is lane q G + g of v (lanes q >= W / G unused).
+template <int W, int G, int Gi, class V, std::size_t... L>
+[[gnu::always_inline]] inline V deinterleave(V v, std::index_sequence<L...>) noexcept {
+    return __builtin_shufflevector(v, v, static_cast<int>((L * G + Gi) % W)...);
+}
+
+/// The W items of one operand in a block: where each one starts (lanes at or past `count` repeat
+/// the last item) and the run's step between consecutive items.
+template <int W, class U>
+struct lane_items {
+    U* p[W];
+    std::ptrdiff_t step;
+    int count;
+};
+
+/// How the R x C matrices (strides rs, cs) of a block lie in memory.
+template <int W, int R, int C, class U>
+[[gnu::always_inline]] inline layout layout_of(const lane_items<W, U>& x, std::ptrdiff_t rs,
+                                               std::ptrdiff_t cs) noexcept {
+    if (x.count < W) return layout::gather;
+    if (x.step == 1) return layout::interleaved;
+    constexpr int E = R * C;
+    if (transposable<W, E> && x.step == E && (C == 1 || cs == 1) && (R == 1 || rs == C))
+        return layout::dense;
+    return layout::gather;
+}
+
+/// Reads the R x C matrices of x (strides rs, cs) into m: m[i C + j] lane l is element (i, j) of
+/// matrix l.
+template <int W, int R, int C, class T, class V>
+[[gnu::always_inline]] inline void load(V (&m)[R * C], const lane_items<W, T>& x, std::ptrdiff_t rs,
+                                        std::ptrdiff_t cs) noexcept {
+    constexpr int E = R * C;
+    T* const(&p)[W] = x.p;
+    switch (layout_of<W, R, C>(x, rs, cs)) {
+        case layout::interleaved:
+#pragma GCC unroll 64
+            for (int i = 0; i < R; ++i)
+#pragma GCC unroll 64
+                for (int j = 0; j < C; ++j) std::memcpy(&m[i * C + j], p[0] + i * rs + j * cs, sizeof(V));
+            return;
+        case layout::dense:
+            if constexpr (E < W) {
+                if constexpr (transposable<W, E>) {
+                    constexpr int G = W / E;
+                    V r[W];
+#pragma GCC unroll 16
+                    for (int k = 0; k < W; ++k) {
+                        if (k < E) std::memcpy(&r[k], p[0] + k * W, sizeof(V));
+                        else r[k] = V{};
+                    }
+                    transpose<W>(r);
+#pragma GCC unroll 16
+                    for (int e = 0; e < E; ++e) {
+                        V src[G];
+#pragma GCC unroll 4
+                        for (int g = 0; g < G; ++g) src[g] = r[g * E + e];
+                        m[e] = interleave<W, G>(src, std::make_index_sequence<W>{});
+                    }
+                }
+                return;
+            }
+#pragma GCC unroll 8
+            for (int c0 = 0; c0 < E; c0 += W) {
+                const int c = c0 + W <= E ? c0 : E - W;  // the last W elements, overlapping
+                V r[W];
+#pragma GCC unroll 16
+                for (int l = 0; l < W; ++l) std::memcpy(&r[l], p[0] + l * E + c, sizeof(V));
+                transpose<W>(r);
+#pragma GCC unroll 16
+                for (int e = 0; e < W; ++e) m[c + e] = r[e];
+            }
+            return;
+        case layout::gather: break;
+    }
+    using U = std::remove_const_t<T>;
+    // Plain loops: unrolled, this path alone was most of the kernels' code.
+    U s[E][W];
+#pragma GCC unroll 1
+    for (int l = 0; l < W; ++l)
+#pragma GCC unroll 1
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 1
+            for (int j = 0; j < C; ++j) s[i * C + j][l] = p[l][i * rs + j * cs];
+    std::memcpy(&m[0], &s[0][0], sizeof(s));
+}
+
+/// Writes m (as load reads it) to the matrices of x, skipping the items in `skip`.
+template <int W, int R, int C, class T, class V>
+[[gnu::always_inline]] inline void store(const V (&m)[R * C], const lane_items<W, T>& x,
+                                         std::uint32_t skip, std::ptrdiff_t rs,
+                                         std::ptrdiff_t cs) noexcept {
+    constexpr int E = R * C;
+    T* const(&p)[W] = x.p;
+    const int count = x.count;
+    switch (skip != 0 ? layout::gather : layout_of<W, R, C>(x, rs, cs)) {
+        case layout::interleaved:
+#pragma GCC unroll 64
+            for (int i = 0; i < R; ++i)
+#pragma GCC unroll 64
+                for (int j = 0; j < C; ++j) std::memcpy(p[0] + i * rs + j * cs, &m[i * C + j], sizeof(V));
+            return;
+        case layout::dense:
+            if constexpr (E < W) {
+                if constexpr (transposable<W, E>) {
+                    constexpr int G = W / E;
+                    V r[W];
+#pragma GCC unroll 16
+                    for (int e = 0; e < E; ++e)
+                        [&]<int... Gi>(std::integer_sequence<int, Gi...>) {
+                            ((r[Gi * E + e] =
+                                  deinterleave<W, G, Gi>(m[e], std::make_index_sequence<W>{})),
+                             ...);
+                        }(std::make_integer_sequence<int, G>{});
+                    transpose<W>(r);
+#pragma GCC unroll 16
+                    for (int k = 0; k < E; ++k) std::memcpy(p[0] + k * W, &r[k], sizeof(V));
+                }
+                return;
+            }
+#pragma GCC unroll 8
+            for (int c0 = 0; c0 < E; c0 += W) {
+                const int c = c0 + W <= E ? c0 : E - W;
+                V r[W];
+#pragma GCC unroll 16
+                for (int e = 0; e < W; ++e) r[e] = m[c + e];
+                transpose<W>(r);
+#pragma GCC unroll 16
+                for (int l = 0; l < W; ++l) std::memcpy(p[0] + l * E + c, &r[l], sizeof(V));
+            }
+            return;
+        case layout::gather: break;
+    }
+    T s[E][W];
+    std::memcpy(&s[0][0], &m[0], sizeof(s));
+#pragma GCC unroll 1
+    for (int l = 0; l < count; ++l) {
+        if (skip & (std::uint32_t{1} << l)) continue;
+#pragma GCC unroll 1
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 1
+            for (int j = 0; j < C; ++j) p[l][i * rs + j * cs] = s[i * C + j][l];
+    }
+}
+
+/// Operand k's items at..at + count of run r (count <= W).
+template <int W, class T, class U>
+[[gnu::always_inline]] inline lane_items<W, U> items(const lane_run<T>& r, int k,
+                                                     const operand<U>& o, std::size_t at,
+                                                     int count) noexcept {
+    lane_items<W, U> x;
+    x.step = r.step[k];
+    x.count = count;
+    U* const first = o.data + r.start[k] + static_cast<std::ptrdiff_t>(at) * x.step;
+#pragma GCC unroll 16
+    for (int l = 0; l < W; ++l) x.p[l] = first + (l < count ? l : count - 1) * x.step;
+    return x;
+}
+
+// ---- factorisations ---------------------------------------------------------------------------
+
+/// LU with partial pivoting of the N x N matrices in a (in place: unit L below the diagonal, U on
+/// and above), as LAPACK's getf2 and Eigen's PartialPivLU: the largest magnitude in the column
+/// (the first of equals) is the pivot, whole rows are swapped. perm[i] is the original row now at
+/// row i (as floating-point values), sign the permutation's sign, inv_diag U's reciprocal diagonal
+/// (for the substitutions, which may round once more than a division).
+/// Returns the lanes with a pivot below the smallest normal number.
+template <int N, class V>
+[[gnu::always_inline]] inline mask_t<V> factor_lu(V (&a)[N * N], V (&perm)[N], V& sign,
+                                                  V (&inv_diag)[N]) noexcept {
+    using T = elem_t<V>;
+    mask_t<V> bad{};
+    for (int i = 0; i < N; ++i) perm[i] = splat<V>(T(i));
+    sign = splat<V>(T(1));
+    for (int k = 0; k < N; ++k) {
+        V best = vabs(a[k * N + k]);
+        V row = splat<V>(T(k));
+        for (int i = k + 1; i < N; ++i) {
+            const V v = vabs(a[i * N + k]);
+            const mask_t<V> larger = v > best;
+            best = larger ? v : best;
+            row = larger ? splat<V>(T(i)) : row;
+        }
+        for (int i = k + 1; i < N; ++i) {
+            const mask_t<V> swap = row == T(i);
+            for (int j = 0; j < N; ++j) {
+                const V top = a[k * N + j];
+                a[k * N + j] = swap ? a[i * N + j] : top;
+                a[i * N + j] = swap ? top : a[i * N + j];
+            }
+            const V top = perm[k];
+            perm[k] = swap ? perm[i] : top;
+            perm[i] = swap ? top : perm[i];
+        }
+        sign = row != T(k) ? -sign : sign;
+        bad |= best < std::numeric_limits<T>::min();
+        inv_diag[k] = T(1) / a[k * N + k];
+        for (int i = k + 1; i < N; ++i) {
+            // Divided, not multiplied by inv_diag: a row equal to the pivot row must give exactly
+            // 1, so that its remainder cancels to the exact zero pivot of a singular matrix.
+            const V l = a[i * N + k] / a[k * N + k];
+            a[i * N + k] = l;
+            for (int j = k + 1; j < N; ++j) a[i * N + j] -= l * a[k * N + j];
+        }
+    }
+    return bad;
+}
+
+/// Solves L U x = y in place (y already permuted).
+template <int N, class V>
+[[gnu::always_inline]] inline void lu_substitute(const V (&a)[N * N], const V (&inv_diag)[N],
+                                                 V (&y)[N]) noexcept {
+    for (int i = 1; i < N; ++i)
+        for (int j = 0; j < i; ++j) y[i] -= a[i * N + j] * y[j];
+    for (int i = N - 1; i >= 0; --i) {
+        for (int j = i + 1; j < N; ++j) y[i] -= a[i * N + j] * y[j];
+        y[i] *= inv_diag[i];
+    }
+}
+
+/// y = P b per lane: y[i] = b[perm[i]].
+template <int N, class V>
+[[gnu::always_inline]] inline void permute(const V (&perm)[N], const V (&b)[N], V (&y)[N]) noexcept {
+    using T = elem_t<V>;
+    for (int i = 0; i < N; ++i) {
+        V v = b[0];
+        for (int r = 1; r < N; ++r) v = perm[i] == T(r) ? b[r] : v;
+        y[i] = v;
+    }
+}
+
+/// a * b rounded on its own, never fused into a following addition: the closed forms below need
+/// products of exactly singular matrices to cancel exactly (a d - b c = 0 for equal rows), which a
+/// fused multiply-add of one rounded and one exact product does not give.
+template <class V>
+[[gnu::always_inline]] inline V mul(V a, V b) noexcept {
+    V p = a * b;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    asm("" : "+x"(p));  // opaque to the optimiser: p must exist, rounded, in a register
+#endif
+    return p;
+}
+
+/// The 2 x 2 minor a d - b c.
+template <class V>
+[[gnu::always_inline]] inline V minor2(V a, V d, V b, V c) noexcept {
+    return mul(a, d) - mul(b, c);
+}
+
+/// The determinants of the 2 x 2 or 3 x 3 matrices in e, as closed_det in src/linalg_lu.cpp.
+template <int N, class V>
+[[gnu::always_inline]] inline V closed_det(const V (&e)[N * N]) noexcept {
+    if constexpr (N == 2) {
+        return minor2(e[0], e[3], e[1], e[2]);
+    } else {
+        static_assert(N == 3);
+        return mul(e[0], minor2(e[4], e[8], e[5], e[7])) + mul(e[1], minor2(e[5], e[6], e[3], e[8])) +
+               mul(e[2], minor2(e[3], e[7], e[4], e[6]));
+    }
+}
+
+/// The inverses (adjugate over determinant) of the 2 x 2 matrices in e, as closed_inverse in
+/// src/linalg_lu.cpp; returns the lanes whose determinant is not usable.
+template <class V>
+[[gnu::always_inline]] inline mask_t<V> closed_inverse2(const V (&e)[4], V (&r)[4]) noexcept {
+    using T = elem_t<V>;
+    const V det = closed_det<2>(e);
+    const V s = T(1) / det;
+    r[0] = e[3] * s;
+    r[1] = -e[1] * s;
+    r[2] = -e[2] * s;
+    r[3] = e[0] * s;
+    return ~usable(det);
+}
+
+/// The inverses of the N x N matrices in a (destroyed): the closed form for N = 2, else LU with
+/// partial pivoting and one substitution per column of the identity (at N = 3 the adjugate's
+/// error grows to ~10 n kappa epsilon where LU's stays below n kappa epsilon). Returns the lanes
+/// to redo.
+template <int N, class V>
+[[gnu::always_inline]] inline mask_t<V> invert(V (&a)[N * N], V (&x)[N * N]) noexcept {
+    using T = elem_t<V>;
+    if constexpr (N == 2) {
+        return closed_inverse2(a, x);
+    } else {
+        V perm[N], sign, inv_diag[N];
+        const mask_t<V> bad = factor_lu<N>(a, perm, sign, inv_diag);
+        for (int j = 0; j < N; ++j) {
+            V y[N];
+            for (int i = 0; i < N; ++i) y[i] = perm[i] == T(j) ? splat<V>(T(1)) : V{};
+            lu_substitute<N>(a, inv_diag, y);
+            for (int i = 0; i < N; ++i) x[i * N + j] = y[i];
+        }
+        return bad;
+    }
+}
+
+/// The determinants of the N x N matrices in a (destroyed for N > 3); sets `bad` for the lanes
+/// whose determinant, or for N > 3 any partial product of the pivots, is not usable (zero,
+/// subnormal, beyond the range or NaN): a product that left the range on the way is wrong even
+/// where it comes back. The per-matrix path decides those with its scaled pivot product.
+template <int N, class V>
+[[gnu::always_inline]] inline V determinant(V (&a)[N * N], mask_t<V>& bad) noexcept {
+    V det;
+    if constexpr (N <= 3) {
+        det = closed_det<N>(a);
+        bad = ~usable(det);
+    } else {
+        V perm[N], inv_diag[N];
+        factor_lu<N>(a, perm, det, inv_diag);
+        bad = mask_t<V>{};
+        for (int k = 0; k < N; ++k) {
+            det *= a[k * N + k];
+            bad |= ~usable(det);
+        }
+    }
+    return det;
+}
+
+// ---- the block kernels --------------------------------------------------------------------------
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t inverse_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    const auto px = items<W>(r, 1, r.op[1], at, count);
+    V a[N * N], x[N * N];
+    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
+    const std::uint32_t redo = lane_bits<W>(invert<N>(a, x), count);
+    store<W, N, N>(x, px, redo, r.op[1].rs, r.op[1].cs);
+    return redo;
+}
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t solve_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    const auto pb = items<W>(r, 1, r.op[1], at, count);
+    const auto px = items<W>(r, 2, r.op[2], at, count);
+    V a[N * N];
+    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
+    // N = 2: x = A^-1 b with the closed-form inverse, as the per-matrix path; else LU (see invert).
+    V inv[N * N], perm[N], sign, inv_diag[N];
+    std::uint32_t redo;
+    if constexpr (N == 2) redo = lane_bits<W>(closed_inverse2(a, inv), count);
+    else redo = lane_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
+    if (redo == (std::uint32_t{1} << count) - 1) return redo;
+    // One right-hand side at a time; b may be exactly x, and each column is read before written.
+    for (std::ptrdiff_t j = 0; j < r.k; ++j) {
+        auto qb = pb;
+        auto qx = px;
+#pragma GCC unroll 16
+        for (int l = 0; l < W; ++l) {
+            qb.p[l] += j * r.op[1].cs;
+            qx.p[l] += j * r.op[2].cs;
+        }
+        V y[N], z[N];
+        load<W, N, 1>(y, qb, r.op[1].rs, 1);
+        if constexpr (N == 2) {
+            for (int i = 0; i < N; ++i) {
+                V acc = inv[i * N] * y[0];
+                for (int c = 1; c < N; ++c) acc += inv[i * N + c] * y[c];
+                z[i] = acc;
+            }
+        } else {
+            permute<N>(perm, y, z);
+            lu_substitute<N>(a, inv_diag, z);
+        }
+        store<W, N, 1>(z, qx, redo, r.op[2].rs, 1);
+    }
+    return redo;
+}
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t cholesky_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    const auto pl = items<W>(r, 1, r.op[1], at, count);
+    V m[N * N];
+    load<W, N, N>(m, pa, r.op[0].rs, r.op[0].cs);
+    // As cholesky_lower_inplace in src/linalg_cholesky_qr.cpp, reading only the lower triangle.
+    mask_t<V> bad{};
+    for (int k = 0; k < N; ++k) {
+        V x = m[k * N + k];
+        for (int j = 0; j < k; ++j) x -= m[k * N + j] * m[k * N + j];
+        // NaN is not caught here (as LAPACK's potrf); it propagates.
+        bad |= x <= T(0);
+        const V d = vsqrt(x);
+        m[k * N + k] = d;
+        const V inv_d = T(1) / d;
+        for (int i = k + 1; i < N; ++i) {
+            V v = m[i * N + k];
+            for (int j = 0; j < k; ++j) v -= m[i * N + j] * m[k * N + j];
+            m[i * N + k] = v * inv_d;
+        }
+    }
+    for (int i = 0; i < N; ++i)
+        for (int j = i + 1; j < N; ++j) m[i * N + j] = V{};
+    const std::uint32_t redo = lane_bits<W>(bad, count);
+    store<W, N, N>(m, pl, redo, r.op[1].rs, r.op[1].cs);
+    return redo;
+}
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t lu_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    const auto plu = items<W>(r, 1, r.op[1], at, count);
+    const auto pp = items<W>(r, 2, r.piv, at, count);
+    V a[N * N], perm[N], sign, inv_diag[N];
+    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
+    const std::uint32_t redo = lane_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
+    store<W, N, N>(a, plu, redo, r.op[1].rs, r.op[1].cs);
+    for (int l = 0; l < count; ++l) {
+        if (redo & (std::uint32_t{1} << l)) continue;
+        for (int i = 0; i < N; ++i) pp.p[l][i * r.piv.rs] = static_cast<std::int64_t>(perm[i][l]);
+    }
+    return redo;
+}
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t det_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    V a[N * N];
+    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
+    mask_t<V> bad;
+    const V det = determinant<N>(a, bad);
+    const std::uint32_t redo = lane_bits<W>(bad, count);
+    const V out[1] = {det};
+    store<W, 1, 1>(out, items<W>(r, 1, r.op[1], at, count), redo, 0, 0);
+    return redo;
+}
+
+template <int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t slogdet_block(const lane_run<T>& r, std::size_t at,
+                                                         int count) noexcept {
+    using V = vec_t<T, W>;
+    const auto pa = items<W>(r, 0, r.op[0], at, count);
+    V a[N * N];
+    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
+    mask_t<V> bad;
+    const V det = determinant<N>(a, bad);
+    const std::uint32_t redo = lane_bits<W>(bad, count);
+    // One logarithm per item, in scalar code: a usable determinant is normal and finite, so its
+    // logarithm is exact to rounding; the others are redone through the pivots' logarithms.
+    const auto ps = items<W>(r, 1, r.op[1], at, count);
+    const auto pl = items<W>(r, 2, r.op[2], at, count);
+    for (int l = 0; l < count; ++l) {
+        if (redo & (std::uint32_t{1} << l)) continue;
+        const T d = det[l];
+        *ps.p[l] = d < T(0) ? T(-1) : T(1);
+        *pl.p[l] = std::log(d < T(0) ? -d : d);
+    }
+    return redo;
+}
+
+template <lane_op Op, int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t run_block(const lane_run<T>& r, std::size_t at,
+                                                      int count) noexcept {
+    if constexpr (Op == lane_op::inverse) return inverse_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::solve) return solve_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::cholesky) return cholesky_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::lu) return lu_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::det) return det_block<W, N>(r, at, count);
+    else return slogdet_block<W, N>(r, at, count);
+}
+
+/// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, until one hands items back.
+template <lane_op Op, int W, int N, class T>
+[[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r, std::size_t& at) noexcept {
+    for (; at < r.count; at += W) {
+        const std::size_t left = r.count - at;
+        const int count = left < W ? static_cast<int>(left) : W;
+        if (const std::uint32_t redo = run_block<Op, W, N>(r, at, count)) return redo;
+    }
+    return 0;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace lanes
+}  // namespace tessera::detail

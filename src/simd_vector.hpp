@@ -1,0 +1,25 @@
+// src/simd_vector.hpp - the portable SIMD vectors of the library's kernels: GCC's vector extension
+// (also in clang), whose arithmetic, comparisons and selects compile to whatever instructions the
+// enclosing function targets. Private to the library.
+#pragma once
+
+namespace tessera::detail {
+
+template <class T, int Lanes>
+struct vec_of {
+    typedef T type __attribute__((vector_size(Lanes * sizeof(T))));
+};
+/// Lanes elements of T in one vector.
+template <class T, int Lanes>
+using vec_t = typename vec_of<T, Lanes>::type;
+
+}  // namespace tessera::detail
+
+// The target attribute of the AVX-512 compilations of the kernels: AVX-512 F/VL/BW/DQ (the level
+// host_kernel_isa() calls avx512), preferring 512-bit vectors, which GCC would otherwise split.
+#if defined(__clang__)
+// clang has no prefer-vector-width target feature (and would ignore the whole attribute).
+#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq"
+#else
+#define TESSERA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
+#endif

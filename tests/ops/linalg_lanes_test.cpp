@@ -1,0 +1,749 @@
+// The SIMD-across-batch kernels of the batched linear algebra ops (real n = 2..8): every op at
+// every block size and instruction-set level the CPU supports against long double references;
+// the same bits from every memory layout (dense, interleaved [n, n, batch], transposed, stepped,
+// broadcast) since each lane computes alone; items the blocks hand back (singular, not positive
+// definite, a determinant out of range, NaN and inf) at every lane position, decided exactly as the
+// per-matrix path decides them while their neighbours keep their bits; accuracy on
+// ill-conditioned items; no heap allocation when warm.
+#include "support/alloc_counter.hpp"
+
+#include <tessera/backend.hpp>
+#include <tessera/detail/linalg_lanes.hpp>
+#include <tessera/ops/linalg.hpp>
+#include <tessera/ops/structural.hpp>
+#include <tessera/tensor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/random.hpp"
+
+namespace {
+
+using tessera::backend;
+using tessera::backend_options;
+using tessera::session;
+using tessera::tensor;
+using tessera::tensor_view;
+using tessera::detail::kernel_isa;
+using tessera::test::fresh_seed;
+using LD = long double;
+
+/// Runs the ops on the SIMD-across-batch kernels of one level (or the per-matrix ones) while it
+/// lives; the default comes back after.
+class lanes_scope {
+public:
+    explicit lanes_scope(bool on, kernel_isa isa = tessera::detail::host_kernel_isa()) {
+        tessera::detail::set_linalg_lanes(on, isa);
+    }
+    ~lanes_scope() { tessera::detail::set_linalg_lanes(true); }
+    lanes_scope(const lanes_scope&) = delete;
+    lanes_scope& operator=(const lanes_scope&) = delete;
+};
+
+/// Every level this CPU runs, lowest first.
+std::vector<kernel_isa> levels() {
+    std::vector<kernel_isa> out;
+    for (unsigned i = 0; i <= static_cast<unsigned>(tessera::detail::host_kernel_isa()); ++i)
+        out.push_back(static_cast<kernel_isa>(i));
+    return out;
+}
+
+std::string level_name(kernel_isa isa) {
+    return std::string("level ") + tessera::detail::kernel_isa_name(isa);
+}
+
+template <class T>
+double eps() {
+    return static_cast<double>(std::numeric_limits<T>::epsilon());
+}
+
+// ---- inputs -------------------------------------------------------------------------------------
+
+/// A well-conditioned n x n matrix that makes LU pivot: a random row permutation of M + c I.
+template <class T>
+std::vector<T> general_matrix(std::size_t n, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    std::vector<std::size_t> rows(n);
+    for (std::size_t i = 0; i < n; ++i) rows[i] = i;
+    std::shuffle(rows.begin(), rows.end(), rng);
+    const double c = 2.0 * std::sqrt(static_cast<double>(n)) + 1.0;
+    std::vector<T> m(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+            m[rows[i] * n + j] = static_cast<T>(d(rng) + (i == j ? c : 0.0));
+    return m;
+}
+
+/// M M^T + n I.
+template <class T>
+std::vector<T> spd_matrix(std::size_t n, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    std::vector<double> m(n * n);
+    for (double& v : m) v = d(rng);
+    std::vector<T> a(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            double acc = i == j ? static_cast<double>(n) : 0.0;
+            for (std::size_t k = 0; k < n; ++k) acc += m[i * n + k] * m[j * n + k];
+            a[i * n + j] = static_cast<T>(acc);
+        }
+    return a;
+}
+
+/// A [items, n, n] tensor of general (or SPD) matrices.
+template <class T>
+tensor<T> matrices(session& s, std::size_t items, std::size_t n, bool spd, std::mt19937_64& rng) {
+    auto a = tessera::empty<T>(s, {items, n, n});
+    for (std::size_t i = 0; i < items; ++i) {
+        const auto m = spd ? spd_matrix<T>(n, rng) : general_matrix<T>(n, rng);
+        std::copy(m.begin(), m.end(), a.data() + i * n * n);
+    }
+    return a;
+}
+
+template <class T>
+tensor<T> values(session& s, const tessera::shape& sh, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    auto t = tessera::empty<T>(s, sh);
+    for (T& v : t.values()) v = static_cast<T>(d(rng));
+    return t;
+}
+
+/// A dense copy of a view.
+template <class T>
+tensor<T> dense(session& s, const tensor_view<const T>& v) {
+    auto out = tessera::empty<T>(s, v.shape());
+    tessera::copy(s, v, out);
+    return out;
+}
+
+/// Equal bit for bit, NaN matching NaN.
+template <class T>
+::testing::AssertionResult same_bits(const tensor<T>& a, const tensor<T>& b) {
+    if (!(a.shape() == b.shape())) return ::testing::AssertionFailure() << "shapes differ";
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const T x = a.data()[i], y = b.data()[i];
+        if (!(x == y) && !(std::isnan(x) && std::isnan(y)))
+            return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y;
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// ---- long double references --------------------------------------------------------------------
+
+/// LU with partial pivoting of the row-major n x n `a`, in place; returns the permutation's sign
+/// and sets perm (row i of L U is row perm[i] of A).
+LD reference_lu(std::vector<LD>& a, std::size_t n, std::vector<std::size_t>& perm) {
+    perm.resize(n);
+    for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+    LD sign = 1;
+    for (std::size_t k = 0; k < n; ++k) {
+        std::size_t p = k;
+        for (std::size_t i = k + 1; i < n; ++i)
+            if (std::fabs(a[i * n + k]) > std::fabs(a[p * n + k])) p = i;
+        if (p != k) {
+            for (std::size_t j = 0; j < n; ++j) std::swap(a[k * n + j], a[p * n + j]);
+            std::swap(perm[k], perm[p]);
+            sign = -sign;
+        }
+        for (std::size_t i = k + 1; i < n; ++i) {
+            a[i * n + k] /= a[k * n + k];
+            for (std::size_t j = k + 1; j < n; ++j) a[i * n + j] -= a[i * n + k] * a[k * n + j];
+        }
+    }
+    return sign;
+}
+
+/// x = A^-1 b for the n x k right-hand sides b (row-major), in long double.
+std::vector<LD> reference_solve(std::vector<LD> a, std::size_t n, std::vector<LD> b, std::size_t k) {
+    std::vector<std::size_t> perm;
+    reference_lu(a, n, perm);
+    std::vector<LD> x(n * k);
+    for (std::size_t c = 0; c < k; ++c) {
+        std::vector<LD> y(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            y[i] = b[perm[i] * k + c];
+            for (std::size_t j = 0; j < i; ++j) y[i] -= a[i * n + j] * y[j];
+        }
+        for (std::size_t i = n; i-- > 0;) {
+            for (std::size_t j = i + 1; j < n; ++j) y[i] -= a[i * n + j] * y[j];
+            y[i] /= a[i * n + i];
+        }
+        for (std::size_t i = 0; i < n; ++i) x[i * k + c] = y[i];
+    }
+    return x;
+}
+
+LD reference_det(std::vector<LD> a, std::size_t n) {
+    std::vector<std::size_t> perm;
+    LD det = reference_lu(a, n, perm);
+    for (std::size_t i = 0; i < n; ++i) det *= a[i * n + i];
+    return det;
+}
+
+/// Element (i, j) of item `item` of a [items, r, c] view, widened.
+template <class T>
+LD at(const tensor_view<const T>& v, std::size_t item, std::size_t i, std::size_t j) {
+    return static_cast<LD>(v.data()[static_cast<std::ptrdiff_t>(item) * v.stride(0) +
+                                    static_cast<std::ptrdiff_t>(i) * v.stride(1) +
+                                    static_cast<std::ptrdiff_t>(j) * v.stride(2)]);
+}
+
+template <class T>
+std::vector<LD> item_of(const tensor_view<const T>& v, std::size_t item) {
+    const std::size_t r = v.extent(1), c = v.extent(2);
+    std::vector<LD> m(r * c);
+    for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) m[i * c + j] = at(v, item, i, j);
+    return m;
+}
+
+/// max |got - want| / max |want| over one item.
+template <class T>
+double item_error(const tensor_view<const T>& got, std::size_t item, const std::vector<LD>& want) {
+    LD diff = 0, scale = 0;
+    const std::size_t r = got.extent(1), c = got.extent(2);
+    for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) {
+            diff = std::max(diff, std::fabs(at(got, item, i, j) - want[i * c + j]));
+            scale = std::max(scale, std::fabs(want[i * c + j]));
+        }
+    return static_cast<double>(diff / std::max(scale, LD(1e-300)));
+}
+
+// ---- the ops -------------------------------------------------------------------------------------
+
+/// Every op's results for one batch, out-parameter forms into fresh tensors.
+template <class T>
+struct results {
+    tensor<T> inv, x, x3, l, lu, det, sign, logabs;
+    tensor<std::int64_t> piv;
+};
+
+template <class T>
+results<T> run_all(session& s, const tensor_view<const T>& a, const tensor_view<const T>& spd,
+                   const tensor_view<const T>& b, const tensor_view<const T>& b3) {
+    const std::size_t items = a.extent(0), n = a.extent(1);
+    results<T> r{tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items, n, 1}),
+                 tessera::empty<T>(s, {items, n, 3}),  tessera::empty<T>(s, {items, n, n}),
+                 tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items}),
+                 tessera::empty<T>(s, {items}),        tessera::empty<T>(s, {items}),
+                 tessera::empty<std::int64_t>(s, {items, n})};
+    tessera::inverse(s, a, r.inv);
+    tessera::solve(s, a, b, r.x);
+    tessera::solve(s, a, b3, r.x3);
+    tessera::cholesky(s, spd, r.l);
+    tessera::lu(s, a, r.lu, r.piv);
+    tessera::det(s, a, r.det);
+    tessera::slogdet(s, a, r.sign, r.logabs);
+    return r;
+}
+
+template <class T>
+void expect_same_bits(const results<T>& a, const results<T>& b) {
+    EXPECT_TRUE(same_bits(a.inv, b.inv)) << "inverse";
+    EXPECT_TRUE(same_bits(a.x, b.x)) << "solve";
+    EXPECT_TRUE(same_bits(a.x3, b.x3)) << "solve, 3 right-hand sides";
+    EXPECT_TRUE(same_bits(a.l, b.l)) << "cholesky";
+    EXPECT_TRUE(same_bits(a.lu, b.lu)) << "lu";
+    EXPECT_TRUE(same_bits(a.piv, b.piv)) << "lu pivots";
+    EXPECT_TRUE(same_bits(a.det, b.det)) << "det";
+    EXPECT_TRUE(same_bits(a.sign, b.sign)) << "slogdet sign";
+    EXPECT_TRUE(same_bits(a.logabs, b.logabs)) << "slogdet logabs";
+}
+
+/// Checks every item of `r` against long double references; well-conditioned inputs.
+template <class T>
+void expect_near_reference(const results<T>& r, const tensor_view<const T>& a,
+                           const tensor_view<const T>& spd, const tensor_view<const T>& b,
+                           const tensor_view<const T>& b3) {
+    const std::size_t items = a.extent(0), n = a.extent(1);
+    const double tol = 64.0 * static_cast<double>(n + 1) * eps<T>();
+    std::vector<LD> id(n * n, 0);
+    for (std::size_t i = 0; i < n; ++i) id[i * n + i] = 1;
+    for (std::size_t item = 0; item < items; ++item) {
+        SCOPED_TRACE("item " + std::to_string(item));
+        const auto m = item_of(a, item);
+        EXPECT_LE(item_error<T>(r.inv, item, reference_solve(m, n, id, n)), tol) << "inverse";
+        EXPECT_LE(item_error<T>(r.x, item, reference_solve(m, n, item_of(b, item), 1)), tol) << "solve";
+        EXPECT_LE(item_error<T>(r.x3, item, reference_solve(m, n, item_of(b3, item), 3)), tol)
+            << "solve, 3 right-hand sides";
+        // cholesky: L L^T = A, L lower with a positive diagonal.
+        const auto p = item_of(spd, item);
+        const tensor_view<const T> l = r.l;
+        std::vector<LD> llt(n * n, 0);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                if (j > i) {
+                    EXPECT_EQ(at(l, item, i, j), 0) << "cholesky upper";
+                }
+                for (std::size_t k = 0; k < n; ++k) llt[i * n + j] += at(l, item, i, k) * at(l, item, j, k);
+            }
+        for (std::size_t i = 0; i < n; ++i) EXPECT_GT(at(l, item, i, i), 0) << "cholesky diagonal";
+        LD diff = 0, scale = 0;
+        for (std::size_t e = 0; e < n * n; ++e) {
+            diff = std::max(diff, std::fabs(llt[e] - p[e]));
+            scale = std::max(scale, std::fabs(p[e]));
+        }
+        EXPECT_LE(static_cast<double>(diff / scale), tol) << "cholesky";
+        // lu: row i of L U is row piv[i] of A, and piv is a permutation.
+        const tensor_view<const T> f = r.lu;
+        std::vector<bool> seen(n, false);
+        LD lu_diff = 0, lu_scale = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto pi = static_cast<std::size_t>(r.piv.data()[item * n + i]);
+            ASSERT_LT(pi, n);
+            EXPECT_FALSE(seen[pi]) << "pivots repeat " << pi;
+            seen[pi] = true;
+            for (std::size_t j = 0; j < n; ++j) {
+                LD acc = 0;
+                for (std::size_t k = 0; k <= std::min(i, j); ++k)
+                    acc += (k == i ? LD(1) : at(f, item, i, k)) * at(f, item, k, j);
+                lu_diff = std::max(lu_diff, std::fabs(acc - m[pi * n + j]));
+                lu_scale = std::max(lu_scale, std::fabs(m[pi * n + j]));
+            }
+        }
+        EXPECT_LE(static_cast<double>(lu_diff / lu_scale), tol) << "lu";
+        const LD det = reference_det(m, n);
+        EXPECT_LE(static_cast<double>(std::fabs(static_cast<LD>(r.det.data()[item]) - det) / std::fabs(det)), tol)
+            << "det";
+        EXPECT_EQ(static_cast<LD>(r.sign.data()[item]), det < 0 ? -1 : 1) << "slogdet sign";
+        EXPECT_LE(std::fabs(static_cast<double>(static_cast<LD>(r.logabs.data()[item]) - std::log(std::fabs(det)))),
+                  tol) << "slogdet logabs";
+    }
+}
+
+template <class T>
+class LanesTest : public ::testing::Test {};
+using Reals = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(LanesTest, Reals);
+
+// n = 1..8 at batch sizes 0, 1, W - 1, W, W + 1 and 1000, at every level: right against the
+// references, and (n >= 2, where the blocks run) bit for bit the same whether a block holds the
+// item with others or a short block repeats it, since each lane computes alone.
+TYPED_TEST(LanesTest, EveryOpMatchesTheReferenceAtEveryBlockSize) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
+        be.run([&](session& s) {
+            for (std::size_t n = 1; n <= 8; ++n) {
+                for (const std::size_t items : {std::size_t{0}, std::size_t{1}, w - 1, w, w + 1, std::size_t{1000}}) {
+                    SCOPED_TRACE("n = " + std::to_string(n) + ", items = " + std::to_string(items));
+                    const auto a = matrices<T>(s, items, n, false, rng);
+                    const auto spd = matrices<T>(s, items, n, true, rng);
+                    const auto b = values<T>(s, {items, n, 1}, rng);
+                    const auto b3 = values<T>(s, {items, n, 3}, rng);
+                    const auto r = run_all<T>(s, a, spd, b, b3);
+                    if (items <= w + 1) expect_near_reference<T>(r, a, spd, b, b3);
+                    else if (n >= 2) {
+                        // Spot checks; the bits of the rest are pinned against a block of one.
+                        const auto one = [&](std::size_t item, const tensor<T>& t) {
+                            return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(item),
+                                                              static_cast<std::ptrdiff_t>(item) + 1));
+                        };
+                        for (const std::size_t item : {std::size_t{0}, w - 1, w, items - 1}) {
+                            const auto r1 = run_all<T>(s, one(item, a), one(item, spd), one(item, b),
+                                                       one(item, b3));
+                            expect_near_reference<T>(r1, one(item, a), one(item, spd), one(item, b),
+                                                     one(item, b3));
+                            EXPECT_TRUE(same_bits(r1.inv, one(item, r.inv))) << item;
+                            EXPECT_TRUE(same_bits(r1.x3, one(item, r.x3))) << item;
+                            EXPECT_TRUE(same_bits(r1.l, one(item, r.l))) << item;
+                            EXPECT_TRUE(same_bits(r1.det, one(item, r.det))) << item;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+// Dense, interleaved ([n, n, batch] permuted to [batch, n, n]), transposed, stepped and broadcast
+// operands, and strided and interleaved outs, give the bits of the dense run.
+TYPED_TEST(LanesTest, EveryLayoutGivesTheSameBits) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        be.run([&](session& s) {
+            for (std::size_t n = 2; n <= 8; ++n) {
+                SCOPED_TRACE("n = " + std::to_string(n));
+                const std::size_t items = 37;
+                const auto a = matrices<T>(s, items, n, false, rng);
+                const auto spd = matrices<T>(s, items, n, true, rng);
+                const auto b = values<T>(s, {items, n, 1}, rng);
+                const auto b3 = values<T>(s, {items, n, 3}, rng);
+                const auto want = run_all<T>(s, a, spd, b, b3);
+
+                // Interleaved: [n, n, items] storage, seen as [items, n, n].
+                const auto interleaved = [&](const tensor<T>& t) {
+                    auto store = dense<T>(s, t.view().permute({1, 2, 0}));
+                    return store;
+                };
+                const auto ai = interleaved(a), spdi = interleaved(spd), bi = interleaved(b),
+                           b3i = interleaved(b3);
+                const auto as_items = [](const tensor<T>& t) { return t.view().permute({2, 0, 1}); };
+                EXPECT_EQ(as_items(ai).stride(0), 1);
+                {
+                    SCOPED_TRACE("interleaved inputs");
+                    expect_same_bits(run_all<T>(s, as_items(ai), as_items(spdi), as_items(bi), as_items(b3i)),
+                                     want);
+                }
+                {
+                    SCOPED_TRACE("transposed inputs");
+                    const auto at_ = dense<T>(s, a.view().transpose(1, 2));
+                    const auto spdt = dense<T>(s, spd.view().transpose(1, 2));
+                    expect_same_bits(run_all<T>(s, at_.view().transpose(1, 2), spdt.view().transpose(1, 2), b, b3),
+                                     want);
+                }
+                {
+                    SCOPED_TRACE("stepped inputs");
+                    auto wide = tessera::full<T>(s, {2 * items, n, 2 * n}, T(7));
+                    auto stepped = wide.view().slice(0, 0, tessera::slice_end, 2).slice(2, 0, tessera::slice_end, 2);
+                    tessera::copy(s, a.view(), stepped);
+                    expect_same_bits(run_all<T>(s, stepped, spd, b, b3), want);
+                }
+                {
+                    SCOPED_TRACE("interleaved and stepped outs");
+                    auto inv_store = tessera::empty<T>(s, {n, n, items});
+                    const auto inv_out = inv_store.view().permute({2, 0, 1});
+                    tessera::inverse(s, a, inv_out);
+                    EXPECT_TRUE(same_bits(dense<T>(s, inv_out), want.inv));
+                    auto x_store = tessera::full<T>(s, {items, n, 6}, T(7));
+                    const auto x_out = x_store.view().slice(2, 1, tessera::slice_end, 2);
+                    tessera::solve(s, a, b3, x_out);
+                    EXPECT_TRUE(same_bits(dense<T>(s, x_out), want.x3));
+                    for (std::size_t e = 0; e < x_store.size(); e += 2) ASSERT_EQ(x_store.data()[e], T(7));
+                    auto l_store = tessera::empty<T>(s, {n, n, items});
+                    const auto l_out = l_store.view().permute({2, 0, 1});
+                    tessera::cholesky(s, spdi.view().permute({2, 0, 1}), l_out);
+                    EXPECT_TRUE(same_bits(dense<T>(s, l_out), want.l));
+                }
+                {
+                    SCOPED_TRACE("broadcast a");
+                    const auto a0 = dense<T>(s, a.view().slice(0, 0, 1));
+                    const auto x = tessera::solve(s, a0.view().broadcast_to({items, n, n}), b3);
+                    const auto want0 = tessera::solve(s, a0, dense<T>(s, b3.view().slice(0, 5, 6)));
+                    EXPECT_TRUE(same_bits(dense<T>(s, x.view().slice(0, 5, 6)), want0));
+                    const auto inv = tessera::inverse(s, a0.view().broadcast_to({items, n, n}));
+                    const auto inv0 = dense<T>(s, want.inv.view().slice(0, 0, 1));
+                    for (std::size_t i = 0; i < items; ++i)
+                        EXPECT_TRUE(same_bits(dense<T>(s, inv.view().slice(0, static_cast<std::ptrdiff_t>(i),
+                                                                            static_cast<std::ptrdiff_t>(i) + 1)),
+                                              inv0)) << i;
+                }
+            }
+        });
+    }
+}
+
+/// Item `p` of a [items, n, n] batch replaced: singular (a zero first column, or a repeated row),
+/// not positive definite (a negative last diagonal entry), or with a NaN or an infinity.
+enum class spoil { zero_column, repeated_row, indefinite, nan, inf };
+
+template <class T>
+tensor<T> spoiled(session& s, const tensor<T>& a, std::size_t p, spoil how) {
+    auto out = dense<T>(s, a);
+    const std::size_t n = a.extent(1);
+    T* m = out.data() + p * n * n;
+    switch (how) {
+        case spoil::zero_column:
+            for (std::size_t i = 0; i < n; ++i) m[i * n] = T(0);
+            break;
+        case spoil::repeated_row:
+            for (std::size_t j = 0; j < n; ++j) m[(n - 1) * n + j] = m[j];
+            break;
+        case spoil::indefinite: m[n * n - 1] = T(-100); break;
+        case spoil::nan: m[n + 1] = std::numeric_limits<T>::quiet_NaN(); break;
+        case spoil::inf: m[n] = std::numeric_limits<T>::infinity(); break;
+    }
+    return out;
+}
+
+/// Whether item `p` of t (leading axis) holds a NaN or an infinity.
+template <class T>
+bool has_non_finite(const tensor<T>& t, std::size_t p) {
+    const std::size_t per = t.size() / t.extent(0);
+    for (std::size_t e = 0; e < per; ++e)
+        if (!std::isfinite(t.data()[p * per + e])) return true;
+    return false;
+}
+
+/// Items other than p keep the bits of `want` (tensors with a leading item axis).
+template <class T>
+::testing::AssertionResult others_same(const tensor<T>& got, const tensor<T>& want, std::size_t p) {
+    const std::size_t per = got.size() / got.extent(0);
+    for (std::size_t e = 0; e < got.size(); ++e) {
+        if (e / per == p) continue;
+        const T x = got.data()[e], y = want.data()[e];
+        if (!(x == y) && !(std::isnan(x) && std::isnan(y)))
+            return ::testing::AssertionFailure() << "item " << e / per << " changed";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// One spoiled item at every lane of two blocks and the first of a third: the raise form names it
+// with the per-matrix path's code, the info form marks it alone with that code and fills it as the
+// per-matrix path does, and every other item keeps the bits of the unspoiled batch.
+TYPED_TEST(LanesTest, SpoiledItemAtEveryLaneIsDecidedByThePerMatrixPath) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
+        const std::size_t items = 2 * w + 1;
+        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{7}}) {
+            const auto a = matrices<T>(s, items, n, false, rng);
+            const auto spd = matrices<T>(s, items, n, true, rng);
+            const auto b = values<T>(s, {items, n, 2}, rng);
+            const auto inv = tessera::inverse(s, a);
+            const auto x = tessera::solve(s, a, b);
+            const auto l = tessera::cholesky(s, spd);
+            const auto f = tessera::lu(s, a);
+            const auto d = tessera::det(s, a);
+            const auto sl = tessera::slogdet(s, a);
+            for (std::size_t p = 0; p < items; ++p) {
+                for (const spoil how : {spoil::zero_column, spoil::repeated_row, spoil::nan, spoil::inf}) {
+                    SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", spoil " +
+                                 std::to_string(static_cast<int>(how)));
+                    const auto bad = spoiled(s, a, p, how);
+                    auto info = tessera::empty<std::int32_t>(s, {items});
+                    auto info_ref = tessera::empty<std::int32_t>(s, {items});
+                    auto got = tessera::empty<T>(s, {items, n, n});
+                    auto ref = tessera::empty<T>(s, {items, n, n});
+                    {
+                        const lanes_scope per_matrix(false);
+                        tessera::inverse(s, bad, ref, info_ref);
+                    }
+                    tessera::inverse(s, bad, got, info);
+                    for (std::size_t i = 0; i < items; ++i)
+                        EXPECT_EQ(info.data()[i], i == p ? info_ref.data()[p] : 0) << "inverse info " << i;
+                    EXPECT_TRUE(others_same(got, inv, p));
+                    const bool singular = how == spoil::zero_column || how == spoil::repeated_row;
+                    if (info_ref.data()[p] != 0) {
+                        EXPECT_TRUE(std::isnan(got.data()[p * n * n])) << "the failed item is NaN-filled";
+                        try {
+                            tessera::inverse(s, bad);
+                            ADD_FAILURE() << "inverse did not throw";
+                        } catch (const tessera::linalg_error& e) {
+                            EXPECT_EQ(e.item(), p);
+                            EXPECT_EQ(e.info(), info_ref.data()[p]);
+                        }
+                    } else {
+                        EXPECT_FALSE(singular && how == spoil::zero_column) << "a zero column is singular";
+                        if (how == spoil::nan) {
+                            EXPECT_TRUE(has_non_finite(got, p)) << "NaN input propagates";
+                        }
+                    }
+                    if (how == spoil::zero_column) {
+                        EXPECT_EQ(info_ref.data()[p], 1);
+                    }
+
+                    // solve: as inverse.
+                    auto xs = tessera::empty<T>(s, {items, n, 2});
+                    tessera::solve(s, bad, b, xs, info);
+                    EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "solve info";
+                    EXPECT_TRUE(others_same(xs, x, p));
+
+                    // lu: the failed item's factors are written, as the per-matrix path writes them.
+                    auto lu_got = tessera::empty<T>(s, {items, n, n});
+                    auto piv_got = tessera::empty<std::int64_t>(s, {items, n});
+                    tessera::lu(s, bad, lu_got, piv_got, info);
+                    {
+                        const lanes_scope per_matrix(false);
+                        tessera::lu(s, bad, ref, piv_got.view(), info_ref);  // pivots compared below
+                    }
+                    EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "lu info";
+                    EXPECT_TRUE(others_same(lu_got, f.lu, p));
+                    if (info_ref.data()[p] != 0) {
+                        EXPECT_TRUE(same_bits(dense<T>(s, lu_got.view().slice(0, static_cast<std::ptrdiff_t>(p),
+                                                                              static_cast<std::ptrdiff_t>(p) + 1)),
+                                              dense<T>(s, ref.view().slice(0, static_cast<std::ptrdiff_t>(p),
+                                                                           static_cast<std::ptrdiff_t>(p) + 1))));
+                    }
+
+                    // det and slogdet: never an error; the item handed back gets the per-matrix value.
+                    const auto dd = tessera::det(s, bad);
+                    const auto ss = tessera::slogdet(s, bad);
+                    tensor<T> d_ref, s_ref, l_ref;
+                    {
+                        const lanes_scope per_matrix(false);
+                        d_ref = tessera::det(s, bad);
+                        auto r = tessera::slogdet(s, bad);
+                        s_ref = std::move(r.sign);
+                        l_ref = std::move(r.logabs);
+                    }
+                    EXPECT_TRUE(others_same(dd, d, p));
+                    EXPECT_TRUE(others_same(ss.sign, sl.sign, p));
+                    EXPECT_TRUE(others_same(ss.logabs, sl.logabs, p));
+                    if (singular) {
+                        EXPECT_EQ(dd.data()[p], d_ref.data()[p]) << "det of a singular item";
+                        EXPECT_EQ(ss.sign.data()[p], s_ref.data()[p]);
+                        EXPECT_EQ(ss.logabs.data()[p], l_ref.data()[p]);
+                    } else {
+                        EXPECT_FALSE(std::isfinite(dd.data()[p])) << "det of a non-finite item";
+                    }
+                }
+                // cholesky: not positive definite.
+                SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", indefinite");
+                const auto bad = spoiled(s, spd, p, spoil::indefinite);
+                auto info = tessera::empty<std::int32_t>(s, {items});
+                auto got = tessera::empty<T>(s, {items, n, n});
+                tessera::cholesky(s, bad, got, info);
+                for (std::size_t i = 0; i < items; ++i)
+                    EXPECT_EQ(info.data()[i], i == p ? static_cast<std::int32_t>(n) : 0) << "cholesky info " << i;
+                EXPECT_TRUE(others_same(got, l, p));
+                EXPECT_TRUE(std::isnan(got.data()[p * n * n]));
+                try {
+                    tessera::cholesky(s, bad);
+                    ADD_FAILURE() << "cholesky did not throw";
+                } catch (const tessera::linalg_error& e) {
+                    EXPECT_EQ(e.item(), p);
+                    EXPECT_EQ(e.info(), static_cast<int>(n));
+                }
+            }
+        }
+    });
+}
+
+/// A = H1 diag(sigma) H2 with Householder reflections H = I - 2 v v^T / v^T v and singular values
+/// from 1 down to 1 / kappa geometrically: condition number kappa (in the 2-norm).
+template <class T>
+std::vector<T> conditioned(std::size_t n, double kappa, std::mt19937_64& rng) {
+    std::normal_distribution<double> g;
+    const auto reflection = [&] {
+        std::vector<LD> v(n);
+        LD vv = 0;
+        for (LD& e : v) {
+            e = static_cast<LD>(g(rng));
+            vv += e * e;
+        }
+        std::vector<LD> h(n * n);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) h[i * n + j] = (i == j ? 1 : 0) - 2 * v[i] * v[j] / vv;
+        return h;
+    };
+    const auto h1 = reflection(), h2 = reflection();
+    std::vector<T> a(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            LD acc = 0;
+            for (std::size_t k = 0; k < n; ++k)
+                acc += h1[i * n + k] * std::pow(static_cast<LD>(kappa), -static_cast<LD>(k) / static_cast<LD>(n - 1)) *
+                       h2[k * n + j];
+            a[i * n + j] = static_cast<T>(acc);
+        }
+    return a;
+}
+
+// Condition numbers up to 1e6 (double) and 1e3 (float): solve's and inverse's error (max |error| /
+// max |x|) against the long double solution of the same (rounded) matrix stays within
+// n kappa epsilon on the SIMD-across-batch kernels (LU with partial pivoting, the closed form at
+// n = 2; measured up to 0.1 n kappa epsilon). The per-matrix path meets 128 n kappa epsilon: its
+// 3 x 3 adjugate reaches ~12 and its 4 x 4 cofactor expansion ~70 n kappa epsilon.
+TYPED_TEST(LanesTest, IllConditionedItemsStayWithinTheErrorBound) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const double kappa = sizeof(T) == 8 ? 1e6 : 1e3;
+    backend be{backend_options{}.with_threads(1)};
+    be.run([&](session& s) {
+        for (std::size_t n = 2; n <= 8; ++n) {
+            SCOPED_TRACE("n = " + std::to_string(n));
+            const std::size_t items = 200;
+            auto a = tessera::empty<T>(s, {items, n, n});
+            for (std::size_t i = 0; i < items; ++i) {
+                const auto m = conditioned<T>(n, kappa, rng);
+                std::copy(m.begin(), m.end(), a.data() + i * n * n);
+            }
+            const auto b = values<T>(s, {items, n, 1}, rng);
+            const double unit = static_cast<double>(n) * kappa * eps<T>();
+            for (const bool lanes : {true, false}) {
+                SCOPED_TRACE(lanes ? "lanes" : "per matrix");
+                const lanes_scope scope(lanes);
+                const auto x = tessera::solve(s, a, b);
+                const auto inv = tessera::inverse(s, a);
+                double worst_x = 0, worst_inv = 0;
+                std::vector<LD> id(n * n, 0);
+                for (std::size_t i = 0; i < n; ++i) id[i * n + i] = 1;
+                for (std::size_t item = 0; item < items; ++item) {
+                    const auto m = item_of<T>(a, item);
+                    worst_x = std::max(worst_x, item_error<T>(x, item, reference_solve(m, n, item_of<T>(b, item), 1)));
+                    worst_inv = std::max(worst_inv, item_error<T>(inv, item, reference_solve(m, n, id, n)));
+                }
+                const double bound = (lanes ? 1.0 : 128.0) * unit;
+                EXPECT_LE(worst_x, bound) << "solve";
+                EXPECT_LE(worst_inv, bound) << "inverse";
+                ::testing::Test::RecordProperty(std::string(lanes ? "lanes" : "per_matrix") + "_n" + std::to_string(n),
+                               std::to_string(std::max(worst_x, worst_inv) / unit));
+            }
+        }
+    });
+}
+
+// The warm out-parameter forms of a 1000-item batch make no heap allocation, and each op is one
+// dispatch: inline on one thread, one parallel dispatch on two.
+TYPED_TEST(LanesTest, WarmBatchesAllocateNothingAndDispatchOnce) {
+    using T = TypeParam;
+    std::mt19937_64 rng(fresh_seed());
+    for (const int threads : {1, 2}) {
+        backend be{backend_options{}.with_threads(threads)};
+        be.run([&](session& s) {
+            for (std::size_t n = 2; n <= 8; ++n) {
+                SCOPED_TRACE("n = " + std::to_string(n) + ", threads " + std::to_string(threads));
+                const std::size_t items = 1000;
+                const auto a = matrices<T>(s, items, n, false, rng);
+                const auto spd = matrices<T>(s, items, n, true, rng);
+                const auto b = values<T>(s, {items, n, 1}, rng);
+                const auto b3 = values<T>(s, {items, n, 3}, rng);
+                auto r = run_all<T>(s, a, spd, b, b3);
+                auto info = tessera::empty<std::int32_t>(s, {items});
+                const auto again = [&] {
+                    tessera::inverse(s, a, r.inv);
+                    tessera::inverse(s, a, r.inv, info);
+                    tessera::solve(s, a, b, r.x);
+                    tessera::solve(s, a, b3, r.x3, info);
+                    tessera::cholesky(s, spd, r.l);
+                    tessera::cholesky(s, spd, r.l, info);
+                    tessera::lu(s, a, r.lu, r.piv);
+                    tessera::det(s, a, r.det);
+                    tessera::slogdet(s, a, r.sign, r.logabs);
+                };
+                again();  // warm the workers
+                const tessera::stats before = be.stats();
+                if (threads == 1) {
+                    tessera::test::allocation_scope counted;
+                    again();
+                    EXPECT_EQ(counted.count(), 0u);
+                } else {
+                    again();
+                }
+                const tessera::stats d = be.stats() - before;
+                EXPECT_EQ(threads == 1 ? d.inline_dispatches : d.parallel_dispatches, 9u);
+            }
+        });
+    }
+}
+
+}  // namespace
