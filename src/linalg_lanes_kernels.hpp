@@ -88,9 +88,14 @@ template <class V>
     return r;
 }
 
-/// The lanes below `count` where `m` is set, as bits.
+/// The lanes below `count` where `m` is set, as bits; all clear (the usual case) is one test.
 template <int W, class M>
 [[gnu::always_inline]] inline std::uint32_t lane_bits(M m, int count) noexcept {
+    std::uint64_t words[sizeof(M) / 8];
+    std::memcpy(words, &m, sizeof(M));
+    std::uint64_t any = 0;
+    for (const std::uint64_t w : words) any |= w;
+    if (any == 0) return 0;
     std::uint32_t bits = 0;
     for (int l = 0; l < W; ++l)
         if (l < count && m[l] != 0) bits |= std::uint32_t{1} << l;
@@ -152,19 +157,22 @@ inline constexpr bool transposable = E >= W || W % E == 0;
 // other rows zero) puts element j of vector k's items in row j, lane k; element e of item
 // l = q G + g is then row g E + e, lane q, and G rows interleave into one vector.
 
-/// Lane l of the result is lane l / G of src[l % G] (G = 2 or 4).
+/// Lane l of the result is lane l / G of src[l % G] (G a power of two): the even and the odd
+/// sources interleaved first, then those two.
 template <int W, int G, class V, std::size_t... L>
-[[gnu::always_inline]] inline V interleave(const V (&src)[G], std::index_sequence<L...>) noexcept {
-    if constexpr (G == 2) {
-        return __builtin_shufflevector(src[0], src[1],
-                                       static_cast<int>((L % 2) * W + L / 2)...);
+[[gnu::always_inline]] inline V interleave(const V (&src)[G], std::index_sequence<L...> lanes) noexcept {
+    if constexpr (G == 1) {
+        return src[0];
     } else {
-        static_assert(G == 4);
-        // Pairs first: x lane i = src[i % 2][i / 2], y likewise from src[2], src[3].
-        const V x = __builtin_shufflevector(src[0], src[1], static_cast<int>((L % 2) * W + L / 2)...);
-        const V y = __builtin_shufflevector(src[2], src[3], static_cast<int>((L % 2) * W + L / 2)...);
+        constexpr int H = G / 2;
+        V even[H], odd[H];
+        for (int h = 0; h < H; ++h) {
+            even[h] = src[2 * h];
+            odd[h] = src[2 * h + 1];
+        }
         return __builtin_shufflevector(
-            x, y, static_cast<int>((L % 4 < 2 ? 0 : W) + (L / 4) * 2 + L % 2)...);
+            interleave<W, H>(even, lanes), interleave<W, H>(odd, lanes),
+            static_cast<int>((L % G % 2) * W + (L / G) * H + L % G / 2)...);
     }
 }
 
