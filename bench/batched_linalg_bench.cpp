@@ -1,7 +1,8 @@
 // batched_linalg_bench.cpp - batched solve (one right-hand side), inverse, cholesky and det on
 // 10,000 matrices of every size 2..8 and 32, and svd at 2, 4, 8 and 32, float and double:
-// tessera's out-parameter forms at 1 thread and at all threads, its per-matrix path at 1 thread
-// (the SIMD-across-batch kernels switched off, n <= 8), side by side with single-threaded Eigen
+// tessera's out-parameter forms at 1 thread and at all threads, at 1 thread on batches stored
+// interleaved ([n, n, batch]) and on its per-matrix path (the SIMD-across-batch kernels switched
+// off), n <= 8, side by side with single-threaded Eigen
 // loops over the same row-major data: fixed-size Eigen types for n <= 8 (bench/support/
 // linalg_loops.hpp) compiled for the build's target and, for solve, inverse, cholesky and det,
 // compiled with -march=native (the target of tessera's widest kernels here); for 32,
@@ -25,6 +26,7 @@
 #include <tessera/backend.hpp>
 #include <tessera/detail/linalg_lanes.hpp>
 #include <tessera/ops/linalg.hpp>
+#include <tessera/ops/structural.hpp>
 #include <tessera/tensor.hpp>
 
 #include "bench_support.hpp"
@@ -102,31 +104,57 @@ operands<T> make_operands(op o, std::size_t n) {
 
 // ---- tessera -----------------------------------------------------------------------------------
 
+/// How tessera runs: its SIMD-across-batch kernels on the usual [batch, n, n] tensors, the same
+/// on tensors stored [n, n, batch] (passed as [batch, n, n] views with batch stride 1), or its
+/// per-matrix kernels.
+enum class path { lanes, interleaved, per_matrix };
+
+/// The [batch, r, c] view of an operand stored [batch, r, c] or, interleaved, [r, c, batch].
 template <class T>
-void run_tessera(tessera::session& s, op o, operands<T>& d) {
+tessera::tensor_view<T> batch_view(tessera::tensor<T>& t, bool interleaved) {
+    return interleaved ? t.view().permute({2, 0, 1}) : t.view();
+}
+
+template <class T>
+void run_tessera(tessera::session& s, op o, operands<T>& d, bool interleaved) {
+    const auto a = batch_view(d.a, interleaved);
+    const auto m1 = batch_view(d.m1, interleaved);
     switch (o) {
-        case op::solve: tessera::solve(s, d.a, d.b, d.x); break;
-        case op::inverse: tessera::inverse(s, d.a, d.m1); break;
-        case op::cholesky: tessera::cholesky(s, d.a, d.m1); break;
-        case op::det: tessera::det(s, d.a, d.d); break;
-        case op::svd: tessera::svd(s, d.a, d.m1, d.sv, d.m2); break;
+        case op::solve: tessera::solve(s, a, batch_view(d.b, interleaved), batch_view(d.x, interleaved)); break;
+        case op::inverse: tessera::inverse(s, a, m1); break;
+        case op::cholesky: tessera::cholesky(s, a, m1); break;
+        case op::det: tessera::det(s, a, d.d); break;
+        case op::svd: tessera::svd(s, a, m1, d.sv, d.m2); break;
     }
 }
 
-/// Runs tessera on its SIMD-across-batch kernels (the default) or, with `lanes` false, on its
-/// per-matrix kernels.
+/// Restores a, b, x and m1 as [r, c, batch] tensors with the same [batch, r, c] values.
 template <class T>
-void BM_Tessera(benchmark::State& state, op o, bool lanes) {
+void interleave(operands<T>& d) {
+    tessera::backend setup{tessera::backend_options{}.with_threads(1)};
+    setup.run([&](tessera::session& s) {
+        for (tessera::tensor<T>* t : {&d.a, &d.b, &d.x, &d.m1}) {
+            auto stored = tessera::empty<T>(s, {t->extent(1), t->extent(2), batch});
+            tessera::copy(s, t->view().permute({1, 2, 0}), stored.view());
+            *t = std::move(stored);
+        }
+    });
+}
+
+template <class T>
+void BM_Tessera(benchmark::State& state, op o, path how) {
     const auto n = static_cast<std::size_t>(state.range(0));
-    tessera::detail::set_linalg_lanes(lanes);
+    const bool interleaved = how == path::interleaved;
+    tessera::detail::set_linalg_lanes(how != path::per_matrix);
     tessera::backend be{tessera::backend_options{}.with_threads(static_cast<int>(state.range(1)))};
     operands<T> d = make_operands<T>(o, n);
-    be.run([&](tessera::session& s) { run_tessera(s, o, d); });  // warm the workspace and workers
+    if (interleaved) interleave(d);
+    be.run([&](tessera::session& s) { run_tessera(s, o, d, interleaved); });  // warm up
     const tessera::stats before = be.stats();
     // One session around the timing loop: what is timed is the op itself.
     be.run([&](tessera::session& s) {
         for (auto _ : state) {
-            run_tessera(s, o, d);
+            run_tessera(s, o, d, interleaved);
             benchmark::ClobberMemory();
         }
     });
@@ -275,7 +303,7 @@ void register_type() {
     const char* type = type_name<T>();
     for (op o : ops) {
         auto* t = benchmark::RegisterBenchmark(bench_name(o, "Tessera", type).c_str(),
-                                               [o](benchmark::State& st) { BM_Tessera<T>(st, o, true); });
+                                               [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::lanes); });
         auto* e = benchmark::RegisterBenchmark(bench_name(o, "EigenLoop", type).c_str(),
                                                [o](benchmark::State& st) { BM_EigenLoop<T>(st, o, false); });
         for (std::int64_t n : sizes(o)) {
@@ -287,14 +315,18 @@ void register_type() {
         repeated(e);
         if (o == op::svd) continue;
         auto* p = benchmark::RegisterBenchmark(bench_name(o, "PerMatrix", type).c_str(),
-                                               [o](benchmark::State& st) { BM_Tessera<T>(st, o, false); });
+                                               [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::per_matrix); });
+        auto* il = benchmark::RegisterBenchmark(bench_name(o, "Interleaved", type).c_str(),
+                                                [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::interleaved); });
         auto* v = benchmark::RegisterBenchmark(bench_name(o, "EigenNative", type).c_str(),
                                                [o](benchmark::State& st) { BM_EigenLoop<T>(st, o, true); });
         for (std::int64_t n = 2; n <= 8; ++n) {
             p->Args({n, 1});
+            il->Args({n, 1});
             v->Args({n});
         }
         repeated(p);
+        repeated(il);
         repeated(v);
     }
 }
@@ -324,6 +356,9 @@ void print_summary(const tessera_bench::results& r) {
                                 target_speedup(type, n));
                     table.add(what + ", per-matrix path vs Eigen native",
                               median_ns(r, fmt::format("{}/{}/1", bench_name(o, "PerMatrix", type), n)),
+                              native, goal::info);
+                    table.add(what + ", interleaved [n, n, batch] vs Eigen native",
+                              median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
                               native, goal::info);
                 }
                 table.add(what + ", 1 thread vs Eigen default target", one, eigen, goal::info);

@@ -56,16 +56,36 @@
 // large, inaccurate results, not an error. NaN or infinite inputs propagate to the outputs and are
 // not reported, except by eigh and eigvalsh, whose iteration then does not converge.
 //
-// Algorithms: 1 x 1 to 3 x 3 inverse, solve, det and slogdet use closed forms (adjugate over the
-// determinant); when that determinant is zero, subnormal or not finite (an intermediate product
-// may overflow or underflow while the determinant is in range) the item is redone with LU, which
-// decides whether it is singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor formulas
-// with the same fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions on stack
-// copies, and larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
+// Algorithms, real matrices of size 2 to 8 (inverse, solve, cholesky, lu, det, slogdet): SIMD
+// across the batch. W matrices at a time (W = the vector width in elements: 8 floats or 4 doubles
+// with AVX2, 16 or 8 with AVX-512, chosen at run time) sit one per vector lane, and each
+// instruction works on all W: LU with partial pivoting (per-lane pivot choice and row swaps by
+// selects, multipliers divided by the pivot as in Eigen), the closed form for 2 x 2 inverse and
+// solve and for 2 x 2 and 3 x 3 det, Cholesky as below. A batch whose items are interleaved
+// (a [n, n, batch] array seen as [batch, n, n] through permute({2, 0, 1}), batch stride 1) is
+// read and written with one vector access per element; a dense batch with W x W shuffle
+// transposes; any other layout element by element. An item the block cannot finish (a zero or
+// subnormal pivot, a determinant or partial pivot product outside the normal range, a
+// non-positive Cholesky pivot) is redone alone by the per-matrix path below, which decides its
+// failure code; its outputs are not written by the block first. Each lane computes alone, so an
+// item's result does not depend on the other items, the block size or the layout.
+//
+// Per-matrix path (complex types, n = 1 and n > 8, and the items handed back): 1 x 1 to 3 x 3
+// inverse, solve, det and slogdet use closed forms (adjugate over the determinant); when that
+// determinant is zero, subnormal or not finite (an intermediate product may overflow or underflow
+// while the determinant is in range) the item is redone with LU, which decides whether it is
+// singular. 4 x 4 inverse and det use Eigen's fixed-size cofactor formulas with the same
+// fallback. Otherwise sizes up to 8 use Eigen's fixed-size decompositions on stack copies, and
+// larger sizes dynamic-size Eigen (PartialPivLU, HouseholderQR, JacobiSVD,
 // SelfAdjointEigenSolver, without eigenvectors for eigvalsh; cholesky is tessera's own, reading
 // only the lower triangle). det from LU is sign(P) times the product of U's diagonal, taken with
 // a separate binary exponent when a partial product leaves the normal range, so that it is inf or
 // 0 only when the determinant itself is out of range.
+//
+// Accuracy on ill-conditioned real items (condition number kappa up to 1e6 in double, 1e3 in
+// float; tests/ops/linalg_lanes_test.cpp): solve's and inverse's max error over max |x| stays
+// within n kappa epsilon on the SIMD path (measured up to 0.1), and within 128 n kappa epsilon on
+// the per-matrix path, whose 3 x 3 adjugate and 4 x 4 cofactor formulas reach about 12 and 70.
 //
 // Threads and memory: work is split over the batch with the backend's grain (an item counts
 // about n^3 units, more for svd and eigh), inline on the session's thread when small. Each item is
