@@ -57,24 +57,33 @@ inline std::size_t item_work(std::size_t n, double per_n3, double extra = 0) noe
 /// Out of line on purpose: each kernel is instantiated for one call site, and GCC inlines such
 /// functions whatever their size, so without this a caller using several ops got every Eigen
 /// decomposition of every size class inlined into one function (over 10 GB to compile a test).
+/// Runs the per-item kernel on one item and counts its code as Mode says: the info form writes it
+/// (and fill()s a failed item's outputs), raise records the failure. Returns false to stop the
+/// chunk (a failure under raise).
+template <on_failure Mode, std::size_t K, class Kernel>
+bool run_item(Kernel& kernel, std::size_t item, const std::array<std::ptrdiff_t, K>& off,
+              std::int32_t* info, failure_log& failures) {
+    // One kernel instantiation serves both modes: offsets go in as a pointer, not as an array
+    // whose length (info or not) would be part of the kernel's type.
+    const int code = kernel(off.data());
+    if constexpr (Mode == on_failure::info) {
+        info[off[K - 1]] = code;
+        if (code != 0) kernel.fail(off.data());
+    } else if constexpr (Mode == on_failure::raise) {
+        if (code != 0) {
+            failures.record(item, code);
+            return false;
+        }
+    }
+    return true;
+}
+
 template <on_failure Mode, std::size_t K, class Make>
 [[gnu::noinline]] void run_chunk(const iteration<K>& it, std::size_t begin, std::size_t end,
                                  std::int32_t* info, failure_log& failures, const Make& make) {
     auto kernel = make();
     for_each_item(it, begin, end, [&](std::size_t item, const std::array<std::ptrdiff_t, K>& off) {
-        // One kernel instantiation serves both modes: offsets go in as a pointer, not as an
-        // array whose length (info or not) would be part of the kernel's type.
-        const int code = kernel(off.data());
-        if constexpr (Mode == on_failure::info) {
-            info[off[K - 1]] = code;
-            if (code != 0) kernel.fail(off.data());
-        } else if constexpr (Mode == on_failure::raise) {
-            if (code != 0) {
-                failures.record(item, code);
-                return false;
-            }
-        }
-        return true;
+        return run_item<Mode>(kernel, item, off, info, failures);
     });
 }
 
@@ -112,16 +121,7 @@ template <on_failure Mode, class T, std::size_t K, class Make>
                 std::array<std::ptrdiff_t, K> off;
                 for (std::size_t k = 0; k < K; ++k)
                     off[k] = start[k] + static_cast<std::ptrdiff_t>(i + l) * step[k];
-                const int code = kernel(off.data());
-                if constexpr (Mode == on_failure::info) {
-                    info[off[K - 1]] = code;
-                    if (code != 0) kernel.fail(off.data());
-                } else if constexpr (Mode == on_failure::raise) {
-                    if (code != 0) {
-                        failures.record(begin + i + l, code);
-                        return;
-                    }
-                }
+                if (!run_item<Mode>(kernel, begin + i + l, off, info, failures)) return;
             }
         }
         at.advance(count);

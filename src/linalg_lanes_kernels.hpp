@@ -335,6 +335,25 @@ template <int W, class T, class U>
     return x;
 }
 
+/// a * b rounded on its own, never fused into a following addition: exactly singular matrices must
+/// give an exact zero (a d - b c = 0 for proportional rows in the closed forms, a zero pivot in
+/// LU), as on the per-matrix path, which a fused multiply-add of one rounded and one exact product
+/// does not give. The substitutions, which decide nothing, keep their fused operations.
+template <class V>
+[[gnu::always_inline]] inline V mul(V a, V b) noexcept {
+    V p = a * b;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    asm("" : "+x"(p));  // opaque to the optimiser: p must exist, rounded, in a register
+#endif
+    return p;
+}
+
+/// The 2 x 2 minor a d - b c.
+template <class V>
+[[gnu::always_inline]] inline V minor2(V a, V d, V b, V c) noexcept {
+    return mul(a, d) - mul(b, c);
+}
+
 // ---- factorisations ---------------------------------------------------------------------------
 
 /// LU with partial pivoting of the N x N matrices in a (in place: unit L below the diagonal, U on
@@ -378,7 +397,9 @@ template <int N, class V>
             // 1, so that its remainder cancels to the exact zero pivot of a singular matrix.
             const V l = a[i * N + k] / a[k * N + k];
             a[i * N + k] = l;
-            for (int j = k + 1; j < N; ++j) a[i * N + j] -= l * a[k * N + j];
+            // The product rounded alone (mul), as without FMA: fused, a row that is an inexact
+            // multiple of the pivot row (3 x it) would leave ~1e-16 instead of an exact zero pivot.
+            for (int j = k + 1; j < N; ++j) a[i * N + j] -= mul(l, a[k * N + j]);
         }
     }
     return bad;
@@ -405,24 +426,6 @@ template <int N, class V>
         for (int r = 1; r < N; ++r) v = perm[i] == T(r) ? b[r] : v;
         y[i] = v;
     }
-}
-
-/// a * b rounded on its own, never fused into a following addition: the closed forms below need
-/// products of exactly singular matrices to cancel exactly (a d - b c = 0 for equal rows), which a
-/// fused multiply-add of one rounded and one exact product does not give.
-template <class V>
-[[gnu::always_inline]] inline V mul(V a, V b) noexcept {
-    V p = a * b;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    asm("" : "+x"(p));  // opaque to the optimiser: p must exist, rounded, in a register
-#endif
-    return p;
-}
-
-/// The 2 x 2 minor a d - b c.
-template <class V>
-[[gnu::always_inline]] inline V minor2(V a, V d, V b, V c) noexcept {
-    return mul(a, d) - mul(b, c);
 }
 
 /// The determinants of the 2 x 2 or 3 x 3 matrices in e, as closed_det in src/linalg_lu.cpp.
@@ -563,7 +566,7 @@ template <int W, int N, class T>
     mask_t<V> bad{};
     for (int k = 0; k < N; ++k) {
         V x = m[k * N + k];
-        for (int j = 0; j < k; ++j) x -= m[k * N + j] * m[k * N + j];
+        for (int j = 0; j < k; ++j) x -= mul(m[k * N + j], m[k * N + j]);  // unfused, as LU
         // NaN is not caught here (as LAPACK's potrf); it propagates.
         bad |= x <= T(0);
         const V d = vsqrt(x);
@@ -571,7 +574,7 @@ template <int W, int N, class T>
         const V inv_d = T(1) / d;
         for (int i = k + 1; i < N; ++i) {
             V v = m[i * N + k];
-            for (int j = 0; j < k; ++j) v -= m[i * N + j] * m[k * N + j];
+            for (int j = 0; j < k; ++j) v -= mul(m[i * N + j], m[k * N + j]);
             m[i * N + k] = v * inv_d;
         }
     }
@@ -600,17 +603,25 @@ template <int W, int N, class T>
     return redo;
 }
 
+/// The determinants of the block's items; `redo` gets the items to hand back.
+template <int W, int N, class T>
+[[gnu::always_inline]] inline vec_t<T, W> block_determinants(const lane_run<T>& r, std::size_t at,
+                                                             int count, std::uint32_t& redo) noexcept {
+    using V = vec_t<T, W>;
+    V a[N * N];
+    load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
+    mask_t<V> bad;
+    const V det = determinant<N>(a, bad);
+    redo = lane_bits<W>(bad, count);
+    return det;
+}
+
 template <int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t det_block(const lane_run<T>& r, std::size_t at,
                                                          int count) noexcept {
     using V = vec_t<T, W>;
-    const auto pa = items<W>(r, 0, r.op[0], at, count);
-    V a[N * N];
-    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
-    mask_t<V> bad;
-    const V det = determinant<N>(a, bad);
-    const std::uint32_t redo = lane_bits<W>(bad, count);
-    const V out[1] = {det};
+    std::uint32_t redo;
+    const V out[1] = {block_determinants<W, N>(r, at, count, redo)};
     store<W, 1, 1>(out, items<W>(r, 1, r.op[1], at, count), redo, 0, 0);
     return redo;
 }
@@ -618,13 +629,8 @@ template <int W, int N, class T>
 template <int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t slogdet_block(const lane_run<T>& r, std::size_t at,
                                                          int count) noexcept {
-    using V = vec_t<T, W>;
-    const auto pa = items<W>(r, 0, r.op[0], at, count);
-    V a[N * N];
-    load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
-    mask_t<V> bad;
-    const V det = determinant<N>(a, bad);
-    const std::uint32_t redo = lane_bits<W>(bad, count);
+    std::uint32_t redo;
+    const vec_t<T, W> det = block_determinants<W, N>(r, at, count, redo);
     // One logarithm per item, in scalar code: a usable determinant is normal and finite, so its
     // logarithm is exact to rounding; the others are redone through the pivots' logarithms.
     const auto ps = items<W>(r, 1, r.op[1], at, count);

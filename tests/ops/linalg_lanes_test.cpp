@@ -455,9 +455,11 @@ TYPED_TEST(LanesTest, EveryLayoutGivesTheSameBits) {
     }
 }
 
-/// Item `p` of a [items, n, n] batch replaced: singular (a zero first column, or a repeated row),
-/// not positive definite (a negative last diagonal entry), or with a NaN or an infinity.
-enum class spoil { zero_column, repeated_row, indefinite, nan, inf };
+/// Item `p` of a [items, n, n] batch replaced: singular (a zero first column, a repeated row, or
+/// small integers with the last row 3 times the first, so that LU's multiplier 1/3 is inexact and
+/// only unfused products cancel to the exact zero pivot), not positive definite (a negative last
+/// diagonal entry), or with a NaN or an infinity.
+enum class spoil { zero_column, repeated_row, tripled_row, indefinite, nan, inf };
 
 template <class T>
 tensor<T> spoiled(session& s, const tensor<T>& a, std::size_t p, spoil how) {
@@ -470,6 +472,12 @@ tensor<T> spoiled(session& s, const tensor<T>& a, std::size_t p, spoil how) {
             break;
         case spoil::repeated_row:
             for (std::size_t j = 0; j < n; ++j) m[(n - 1) * n + j] = m[j];
+            break;
+        case spoil::tripled_row:
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t j = 0; j < n; ++j)
+                    m[i * n + j] = static_cast<T>(static_cast<int>((i * 5 + j * 3 + i * j) % 7) - 3 + (i == j ? 9 : 0));
+            for (std::size_t j = 0; j < n; ++j) m[(n - 1) * n + j] = 3 * m[j];
             break;
         case spoil::indefinite: m[n * n - 1] = T(-100); break;
         case spoil::nan: m[n + 1] = std::numeric_limits<T>::quiet_NaN(); break;
@@ -509,129 +517,147 @@ TYPED_TEST(LanesTest, SpoiledItemAtEveryLaneIsDecidedByThePerMatrixPath) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     backend be{backend_options{}.with_threads(1)};
-    be.run([&](session& s) {
-        const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
-        const std::size_t items = 2 * w + 1;
-        for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{7}}) {
-            const auto a = matrices<T>(s, items, n, false, rng);
-            const auto spd = matrices<T>(s, items, n, true, rng);
-            const auto b = values<T>(s, {items, n, 2}, rng);
-            const auto inv = tessera::inverse(s, a);
-            const auto x = tessera::solve(s, a, b);
-            const auto l = tessera::cholesky(s, spd);
-            const auto f = tessera::lu(s, a);
-            const auto d = tessera::det(s, a);
-            const auto sl = tessera::slogdet(s, a);
-            for (std::size_t p = 0; p < items; ++p) {
-                for (const spoil how : {spoil::zero_column, spoil::repeated_row, spoil::nan, spoil::inf}) {
-                    SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", spoil " +
-                                 std::to_string(static_cast<int>(how)));
-                    const auto bad = spoiled(s, a, p, how);
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        // Runs f on the per-matrix path, then comes back to this level.
+        const auto per_matrix = [&](auto&& f) {
+            tessera::detail::set_linalg_lanes(false);
+            f();
+            tessera::detail::set_linalg_lanes(true, isa);
+        };
+        be.run([&](session& s) {
+            const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
+            const std::size_t items = 2 * w + 1;
+            for (std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{7}}) {
+                const auto a = matrices<T>(s, items, n, false, rng);
+                const auto spd = matrices<T>(s, items, n, true, rng);
+                const auto b = values<T>(s, {items, n, 2}, rng);
+                const auto inv = tessera::inverse(s, a);
+                const auto x = tessera::solve(s, a, b);
+                const auto l = tessera::cholesky(s, spd);
+                const auto f = tessera::lu(s, a);
+                const auto d = tessera::det(s, a);
+                const auto sl = tessera::slogdet(s, a);
+                for (std::size_t p = 0; p < items; ++p) {
+                    for (const spoil how : {spoil::zero_column, spoil::repeated_row, spoil::tripled_row,
+                                            spoil::nan, spoil::inf}) {
+                        SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", spoil " +
+                                     std::to_string(static_cast<int>(how)));
+                        const auto bad = spoiled(s, a, p, how);
+                        auto info = tessera::empty<std::int32_t>(s, {items});
+                        auto info_ref = tessera::empty<std::int32_t>(s, {items});
+                        auto got = tessera::empty<T>(s, {items, n, n});
+                        auto ref = tessera::empty<T>(s, {items, n, n});
+                        per_matrix([&] { tessera::inverse(s, bad, ref, info_ref); });
+                        tessera::inverse(s, bad, got, info);
+                        for (std::size_t i = 0; i < items; ++i)
+                            EXPECT_EQ(info.data()[i], i == p ? info_ref.data()[p] : 0) << "inverse info " << i;
+                        EXPECT_TRUE(others_same(got, inv, p));
+                        const bool singular = how == spoil::zero_column || how == spoil::repeated_row ||
+                                              how == spoil::tripled_row;
+                        if (info_ref.data()[p] != 0) {
+                            EXPECT_TRUE(std::isnan(got.data()[p * n * n])) << "the failed item is NaN-filled";
+                            try {
+                                tessera::inverse(s, bad);
+                                ADD_FAILURE() << "inverse did not throw";
+                            } catch (const tessera::linalg_error& e) {
+                                EXPECT_EQ(e.item(), p);
+                                EXPECT_EQ(e.info(), info_ref.data()[p]);
+                            }
+                        } else {
+                            EXPECT_FALSE(singular && how == spoil::zero_column) << "a zero column is singular";
+                            if (how == spoil::nan) {
+                                EXPECT_TRUE(has_non_finite(got, p)) << "NaN input propagates";
+                            }
+                        }
+                        if (how == spoil::zero_column) {
+                            EXPECT_EQ(info_ref.data()[p], 1);
+                        }
+                        // In place: the item handed back still has its input when it is redone.
+                        auto in_place = dense<T>(s, bad);
+                        tessera::inverse(s, in_place, in_place, info);
+                        EXPECT_TRUE(same_bits(in_place, got)) << "inverse in place";
+
+                        // solve: as inverse.
+                        auto xs = tessera::empty<T>(s, {items, n, 2});
+                        tessera::solve(s, bad, b, xs, info);
+                        EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "solve info";
+                        EXPECT_TRUE(others_same(xs, x, p));
+                        auto xs_in_place = dense<T>(s, b);
+                        tessera::solve(s, bad, xs_in_place, xs_in_place, info);
+                        EXPECT_TRUE(same_bits(xs_in_place, xs)) << "solve in place";
+                        if (how == spoil::zero_column && p + 1 < items) {
+                            // Two failing items in one block: the lower one is named.
+                            const auto both = spoiled(s, bad, p + 1, spoil::zero_column);
+                            try {
+                                tessera::solve(s, both, b);
+                                ADD_FAILURE() << "solve did not throw";
+                            } catch (const tessera::linalg_error& e) {
+                                EXPECT_EQ(e.item(), p);
+                            }
+                        }
+
+                        // lu: the failed item's factors are written, as the per-matrix path writes them.
+                        auto lu_got = tessera::empty<T>(s, {items, n, n});
+                        auto piv_got = tessera::empty<std::int64_t>(s, {items, n});
+                        tessera::lu(s, bad, lu_got, piv_got, info);
+                        per_matrix([&] { tessera::lu(s, bad, ref, piv_got.view(), info_ref); });
+                        EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "lu info";
+                        EXPECT_TRUE(others_same(lu_got, f.lu, p));
+                        if (info_ref.data()[p] != 0) {
+                            EXPECT_TRUE(same_bits(dense<T>(s, lu_got.view().slice(0, static_cast<std::ptrdiff_t>(p),
+                                                                                  static_cast<std::ptrdiff_t>(p) + 1)),
+                                                  dense<T>(s, ref.view().slice(0, static_cast<std::ptrdiff_t>(p),
+                                                                               static_cast<std::ptrdiff_t>(p) + 1))));
+                        }
+
+                        // det and slogdet: never an error; the item handed back gets the per-matrix value.
+                        const auto dd = tessera::det(s, bad);
+                        const auto ss = tessera::slogdet(s, bad);
+                        tensor<T> d_ref, s_ref, l_ref;
+                        per_matrix([&] {
+                            d_ref = tessera::det(s, bad);
+                            auto r = tessera::slogdet(s, bad);
+                            s_ref = std::move(r.sign);
+                            l_ref = std::move(r.logabs);
+                        });
+                        EXPECT_TRUE(others_same(dd, d, p));
+                        EXPECT_TRUE(others_same(ss.sign, sl.sign, p));
+                        EXPECT_TRUE(others_same(ss.logabs, sl.logabs, p));
+                        if (singular) {
+                            EXPECT_EQ(dd.data()[p], d_ref.data()[p]) << "det of a singular item";
+                            EXPECT_EQ(ss.sign.data()[p], s_ref.data()[p]);
+                            EXPECT_EQ(ss.logabs.data()[p], l_ref.data()[p]);
+                        } else {
+                            EXPECT_FALSE(std::isfinite(dd.data()[p])) << "det of a non-finite item";
+                        }
+                    }
+                    // cholesky: not positive definite.
+                    SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", indefinite");
+                    const auto bad = spoiled(s, spd, p, spoil::indefinite);
                     auto info = tessera::empty<std::int32_t>(s, {items});
-                    auto info_ref = tessera::empty<std::int32_t>(s, {items});
                     auto got = tessera::empty<T>(s, {items, n, n});
-                    auto ref = tessera::empty<T>(s, {items, n, n});
-                    {
-                        const lanes_scope per_matrix(false);
-                        tessera::inverse(s, bad, ref, info_ref);
-                    }
-                    tessera::inverse(s, bad, got, info);
+                    tessera::cholesky(s, bad, got, info);
                     for (std::size_t i = 0; i < items; ++i)
-                        EXPECT_EQ(info.data()[i], i == p ? info_ref.data()[p] : 0) << "inverse info " << i;
-                    EXPECT_TRUE(others_same(got, inv, p));
-                    const bool singular = how == spoil::zero_column || how == spoil::repeated_row;
-                    if (info_ref.data()[p] != 0) {
-                        EXPECT_TRUE(std::isnan(got.data()[p * n * n])) << "the failed item is NaN-filled";
-                        try {
-                            tessera::inverse(s, bad);
-                            ADD_FAILURE() << "inverse did not throw";
-                        } catch (const tessera::linalg_error& e) {
-                            EXPECT_EQ(e.item(), p);
-                            EXPECT_EQ(e.info(), info_ref.data()[p]);
-                        }
-                    } else {
-                        EXPECT_FALSE(singular && how == spoil::zero_column) << "a zero column is singular";
-                        if (how == spoil::nan) {
-                            EXPECT_TRUE(has_non_finite(got, p)) << "NaN input propagates";
-                        }
-                    }
-                    if (how == spoil::zero_column) {
-                        EXPECT_EQ(info_ref.data()[p], 1);
-                    }
-                    // In place: the item handed back still has its input when it is redone.
+                        EXPECT_EQ(info.data()[i], i == p ? static_cast<std::int32_t>(n) : 0) << "cholesky info " << i;
+                    EXPECT_TRUE(others_same(got, l, p));
+                    EXPECT_TRUE(std::isnan(got.data()[p * n * n]));
                     auto in_place = dense<T>(s, bad);
-                    tessera::inverse(s, in_place, in_place, info);
-                    EXPECT_TRUE(same_bits(in_place, got)) << "inverse in place";
-
-                    // solve: as inverse.
-                    auto xs = tessera::empty<T>(s, {items, n, 2});
-                    tessera::solve(s, bad, b, xs, info);
-                    EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "solve info";
-                    EXPECT_TRUE(others_same(xs, x, p));
-
-                    // lu: the failed item's factors are written, as the per-matrix path writes them.
-                    auto lu_got = tessera::empty<T>(s, {items, n, n});
-                    auto piv_got = tessera::empty<std::int64_t>(s, {items, n});
-                    tessera::lu(s, bad, lu_got, piv_got, info);
-                    {
-                        const lanes_scope per_matrix(false);
-                        tessera::lu(s, bad, ref, piv_got.view(), info_ref);  // pivots compared below
+                    tessera::cholesky(s, in_place, in_place, info);
+                    EXPECT_TRUE(same_bits(in_place, got)) << "cholesky in place";
+                    EXPECT_EQ(info.data()[p], static_cast<std::int32_t>(n));
+                    try {
+                        tessera::cholesky(s, bad);
+                        ADD_FAILURE() << "cholesky did not throw";
+                    } catch (const tessera::linalg_error& e) {
+                        EXPECT_EQ(e.item(), p);
+                        EXPECT_EQ(e.info(), static_cast<int>(n));
                     }
-                    EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "lu info";
-                    EXPECT_TRUE(others_same(lu_got, f.lu, p));
-                    if (info_ref.data()[p] != 0) {
-                        EXPECT_TRUE(same_bits(dense<T>(s, lu_got.view().slice(0, static_cast<std::ptrdiff_t>(p),
-                                                                              static_cast<std::ptrdiff_t>(p) + 1)),
-                                              dense<T>(s, ref.view().slice(0, static_cast<std::ptrdiff_t>(p),
-                                                                           static_cast<std::ptrdiff_t>(p) + 1))));
-                    }
-
-                    // det and slogdet: never an error; the item handed back gets the per-matrix value.
-                    const auto dd = tessera::det(s, bad);
-                    const auto ss = tessera::slogdet(s, bad);
-                    tensor<T> d_ref, s_ref, l_ref;
-                    {
-                        const lanes_scope per_matrix(false);
-                        d_ref = tessera::det(s, bad);
-                        auto r = tessera::slogdet(s, bad);
-                        s_ref = std::move(r.sign);
-                        l_ref = std::move(r.logabs);
-                    }
-                    EXPECT_TRUE(others_same(dd, d, p));
-                    EXPECT_TRUE(others_same(ss.sign, sl.sign, p));
-                    EXPECT_TRUE(others_same(ss.logabs, sl.logabs, p));
-                    if (singular) {
-                        EXPECT_EQ(dd.data()[p], d_ref.data()[p]) << "det of a singular item";
-                        EXPECT_EQ(ss.sign.data()[p], s_ref.data()[p]);
-                        EXPECT_EQ(ss.logabs.data()[p], l_ref.data()[p]);
-                    } else {
-                        EXPECT_FALSE(std::isfinite(dd.data()[p])) << "det of a non-finite item";
-                    }
-                }
-                // cholesky: not positive definite.
-                SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", indefinite");
-                const auto bad = spoiled(s, spd, p, spoil::indefinite);
-                auto info = tessera::empty<std::int32_t>(s, {items});
-                auto got = tessera::empty<T>(s, {items, n, n});
-                tessera::cholesky(s, bad, got, info);
-                for (std::size_t i = 0; i < items; ++i)
-                    EXPECT_EQ(info.data()[i], i == p ? static_cast<std::int32_t>(n) : 0) << "cholesky info " << i;
-                EXPECT_TRUE(others_same(got, l, p));
-                EXPECT_TRUE(std::isnan(got.data()[p * n * n]));
-                auto in_place = dense<T>(s, bad);
-                tessera::cholesky(s, in_place, in_place, info);
-                EXPECT_TRUE(same_bits(in_place, got)) << "cholesky in place";
-                EXPECT_EQ(info.data()[p], static_cast<std::int32_t>(n));
-                try {
-                    tessera::cholesky(s, bad);
-                    ADD_FAILURE() << "cholesky did not throw";
-                } catch (const tessera::linalg_error& e) {
-                    EXPECT_EQ(e.item(), p);
-                    EXPECT_EQ(e.info(), static_cast<int>(n));
                 }
             }
-        }
-    });
+        });
+    }
 }
 
 /// A = H1 diag(sigma) H2 with Householder reflections H = I - 2 v v^T / v^T v and singular values
