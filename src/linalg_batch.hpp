@@ -1,7 +1,8 @@
 // src/linalg_batch.hpp - what the batched linear algebra ops (tessera/ops/linalg.hpp) share: the
 // batch walk (a kernel per chunk, called per item with the operands' offsets from the cursor of
-// detail/iteration.hpp), failure reporting, size classes, and the moves of one matrix between a
-// strided operand and an Eigen matrix. Private to the library: each src/linalg_*.cpp holds the
+// detail/iteration.hpp, or a block kernel of src/linalg_lanes.hpp per W items of a run), failure
+// reporting, size classes, and the moves of one matrix between a strided operand and an Eigen
+// matrix. Private to the library: each src/linalg_*.cpp holds the
 // kernels and op bodies of one family beside their instantiation for the four element types, so
 // that the Eigen decompositions compile once, in parallel, and never in a user's translation
 // unit. Includes Eigen's core only; each family includes its decomposition.
@@ -51,14 +52,8 @@ inline std::size_t item_work(std::size_t n, double per_n3, double extra = 0) noe
 // with the operands' element offsets, in the order of its params; it returns 0 or a failure code,
 // and fail() NaN-fills the item's outputs for the info form.
 
-/// Runs one chunk [begin, end) of the batch with a kernel from `make()` (it owns the chunk's
-/// scratch), called once per item with the operands' offsets.
-///
-/// Out of line on purpose: each kernel is instantiated for one call site, and GCC inlines such
-/// functions whatever their size, so without this a caller using several ops got every Eigen
-/// decomposition of every size class inlined into one function (over 10 GB to compile a test).
 /// Runs the per-item kernel on one item and counts its code as Mode says: the info form writes it
-/// (and fill()s a failed item's outputs), raise records the failure. Returns false to stop the
+/// (and calls fail() for a failed item), raise records the failure. Returns false to stop the
 /// chunk (a failure under raise).
 template <on_failure Mode, std::size_t K, class Kernel>
 bool run_item(Kernel& kernel, std::size_t item, const std::array<std::ptrdiff_t, K>& off,
@@ -78,6 +73,12 @@ bool run_item(Kernel& kernel, std::size_t item, const std::array<std::ptrdiff_t,
     return true;
 }
 
+/// Runs one chunk [begin, end) of the batch with a kernel from `make()` (it owns the chunk's
+/// scratch), called once per item with the operands' offsets.
+///
+/// Out of line on purpose: each kernel is instantiated for one call site, and GCC inlines such
+/// functions whatever their size, so without this a caller using several ops got every Eigen
+/// decomposition of every size class inlined into one function (over 10 GB to compile a test).
 template <on_failure Mode, std::size_t K, class Make>
 [[gnu::noinline]] void run_chunk(const iteration<K>& it, std::size_t begin, std::size_t end,
                                  std::int32_t* info, failure_log& failures, const Make& make) {
