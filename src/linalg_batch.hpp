@@ -97,7 +97,7 @@ template <on_failure Mode, class T, std::size_t K, class Make>
                                       std::int32_t* info, failure_log& failures, lane_fn<T> fn,
                                       int lanes, const lane_run<T>& proto, const Make& make) {
     constexpr std::size_t operands = Mode == on_failure::info ? K - 1 : K;
-    static_assert(operands <= 3);
+    static_assert(operands <= max_lane_operands);
     auto kernel = make();
     lane_run<T> run = proto;
     for (cursor<K> at(it, begin); begin < end;) {

@@ -54,13 +54,15 @@ void eigh_run(session& s, const tensor_view<const T>& a, const tensor_view<real_
                                     batch_strides(v, 2, batch)},
         info, batch);
     const auto ni = static_cast<Eigen::Index>(n);
+    const auto lanes = plan_lanes<T>(lane_op::eigh, n, matrix_operand(a), vector_operand(w),
+                                     matrix_operand(v));
     with_size_class(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "eigh", linalg_reason::no_convergence, batch, st, item_work(n, 15.0),
                         info.data(), [&] {
                             return eigh_kernel<T, N, true>(matrix_operand(a), vector_operand(w),
                                                            matrix_operand(v), ni);
-                        });
+                        }, lanes);
     });
 }
 
@@ -76,13 +78,14 @@ void eigvalsh_run(session& s, const tensor_view<const T>& a, const tensor_view<r
     const auto ni = static_cast<Eigen::Index>(n);
     // Without vectors: the tridiagonalisation (~4/3 n^3 flops) and O(n^2) QR steps, about a fifth
     // of eigh's 15 units per n^3 (estimated from the flop counts).
+    const auto lanes = plan_lanes<T>(lane_op::eigvalsh, n, matrix_operand(a), vector_operand(w));
     with_size_class(n, [&](auto size) {
         constexpr int N = decltype(size)::value;
         run_batch<Mode>(s, "eigvalsh", linalg_reason::no_convergence, batch, st, item_work(n, 3.0),
                         info.data(), [&] {
                             return eigh_kernel<T, N, false>(matrix_operand(a), vector_operand(w),
                                                             operand<T>{nullptr, 0, 0}, ni);
-                        });
+                        }, lanes);
     });
 }
 

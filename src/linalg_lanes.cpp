@@ -37,17 +37,21 @@ std::uint32_t block_baseline(const lane_run<T>& r, std::size_t& at) noexcept {
 
 template <class T, lane_op Op, int N>
 constexpr lane_fn<T> pick(kernel_isa isa) noexcept {
-    switch (isa) {
+    if constexpr (is_jacobi(Op) && N > max_jacobi_lane_n) {
+        return nullptr;
+    } else {
+        switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
-        case kernel_isa::avx512: return &block_avx512<Op, T, N>;
-        case kernel_isa::avx2: return &block_avx2<Op, T, N>;
+            case kernel_isa::avx512: return &block_avx512<Op, T, N>;
+            case kernel_isa::avx2: return &block_avx2<Op, T, N>;
 #else
-        case kernel_isa::avx512:
-        case kernel_isa::avx2:
+            case kernel_isa::avx512:
+            case kernel_isa::avx2:
 #endif
-        case kernel_isa::baseline: break;
+            case kernel_isa::baseline: break;
+        }
+        return &block_baseline<Op, T, N>;
     }
-    return &block_baseline<Op, T, N>;
 }
 
 constexpr int lane_sizes = max_lane_n - min_lane_n + 1;
@@ -73,6 +77,10 @@ struct lane_table {
             fill<lane_op::lu>(isa, sizes);
             fill<lane_op::det>(isa, sizes);
             fill<lane_op::slogdet>(isa, sizes);
+            fill<lane_op::eigh>(isa, sizes);
+            fill<lane_op::eigvalsh>(isa, sizes);
+            fill<lane_op::svd>(isa, sizes);
+            fill<lane_op::svdvals>(isa, sizes);
         }
     }
 };
@@ -105,7 +113,7 @@ lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept {
     const int level = current_level();
     if (n < min_lane_n || n > max_lane_n || level < 0) return nullptr;
     const auto isa = static_cast<kernel_isa>(level);
-    lanes = width(isa, sizeof(T));
+    lanes = block_items(op, width(isa, sizeof(T)));
     return table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(op)][n - min_lane_n];
 }
 

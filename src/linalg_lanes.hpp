@@ -19,33 +19,54 @@ struct operand {
     std::ptrdiff_t cs = 0;
 };
 
+/// The most operands of an op with block kernels (svd's a, u, s, vh).
+inline constexpr int max_lane_operands = 4;
+
 /// A run of items that lie at a constant step from each other in every operand (a stretch of the
 /// batch's innermost axis), and the operands of the op, in the op's order (inverse: a, x; solve:
-/// a, b, x; cholesky: a, l; lu: a, lu, piv; det: a, d; slogdet: a, sign, logabs).
+/// a, b, x; cholesky: a, l; lu: a, lu, piv; det: a, d; slogdet: a, sign, logabs; eigh: a, w, v;
+/// eigvalsh: a, w; svd: a, u, s, vh; svdvals: a, s).
 template <class T>
 struct lane_run {
     std::size_t count = 0;  // items in the run
     std::ptrdiff_t k = 0;   // solve: right-hand sides per item
-    operand<T> op[3];
-    operand<std::int64_t> piv;        // lu's pivots (operand 2)
-    std::ptrdiff_t start[3] = {};     // element offset of the run's first item, per operand
-    std::ptrdiff_t step[3] = {};      // and from one item to the next
+    operand<T> op[max_lane_operands];
+    operand<std::int64_t> piv;  // lu's pivots (operand 2)
+    std::ptrdiff_t start[max_lane_operands] = {};  // element offset of the run's first item
+    std::ptrdiff_t step[max_lane_operands] = {};   // and from one item to the next
 };
 
-/// The ops with block kernels.
-enum class lane_op : unsigned char { inverse, solve, cholesky, lu, det, slogdet };
-inline constexpr unsigned lane_op_count = 6;
+/// The ops with block kernels: the factorisations for n = 2..8, the Jacobi ones (eigh, eigvalsh,
+/// svd, svdvals) for n = 2 and 3.
+enum class lane_op : unsigned char {
+    inverse, solve, cholesky, lu, det, slogdet, eigh, eigvalsh, svd, svdvals
+};
+inline constexpr unsigned lane_op_count = 10;
 inline constexpr int min_lane_n = 2;
 inline constexpr int max_lane_n = 8;
+inline constexpr int max_jacobi_lane_n = 3;
 
-/// Runs an op on the items of `run` from `at` on, W at a time. Returns 0, with `at` = run.count,
-/// when all are done; or stops after a block with items it hands back to the per-matrix kernel
-/// and returns them as bits (bit l: item at + l), with `at` at that block's first item.
+constexpr bool is_jacobi(lane_op op) noexcept {
+    return op == lane_op::eigh || op == lane_op::eigvalsh || op == lane_op::svd ||
+           op == lane_op::svdvals;
+}
+
+/// Items per block of `op` at vector width W: two vectors' worth for the Jacobi ops (see
+/// src/linalg_lanes_kernels.hpp), one for the others. At most 32 (the hand-back bits).
+constexpr int block_items(lane_op op, int width) noexcept {
+    return is_jacobi(op) ? 2 * width : width;
+}
+
+/// Runs an op on the items of `run` from `at` on, a block (block_items) at a time. Returns 0,
+/// with `at` = run.count, when all are done; or stops after a block with items it hands back to
+/// the per-matrix kernel and returns them as bits (bit l: item at + l), with `at` at that block's
+/// first item.
 template <class T>
 using lane_fn = std::uint32_t (*)(const lane_run<T>& run, std::size_t& at) noexcept;
 
 /// The block kernel of `op` for n x n matrices on this CPU, or nullptr when there is none (n
-/// outside 2..8) or the SIMD-across-batch kernels are switched off; `lanes` is set to W.
+/// outside 2..8, or above 3 for the Jacobi ops) or the SIMD-across-batch kernels are switched
+/// off; `lanes` is set to the items per block.
 template <class T>
 lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept;
 

@@ -29,10 +29,6 @@
 #include "linalg_lanes.hpp"
 #include "simd_vector.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <emmintrin.h>
-#endif
-
 namespace tessera::detail {
 namespace lanes {
 
@@ -46,6 +42,8 @@ namespace lanes {
 
 template <class V>
 using elem_t = std::remove_cvref_t<decltype(V{}[0])>;
+template <class V>
+inline constexpr int lane_count = static_cast<int>(sizeof(V) / sizeof(elem_t<V>));
 /// What comparing two V gives: a vector of same-sized integers, all ones where true.
 template <class V>
 using mask_t = decltype(V{} < V{});
@@ -60,31 +58,16 @@ template <class V>
     return x < elem_t<V>(0) ? -x : x;
 }
 
-/// Square root per lane. Plain SSE2 on x86 (part of every x86-64 target, so it inlines into any
-/// clone), 16 bytes at a time; a scalar loop elsewhere. Only Cholesky needs it, n times per block.
+/// Square root per lane. A loop over the lanes, which GCC and clang turn into one vector square
+/// root of the enclosing function's target since src/linalg_lanes.cpp is compiled without errno
+/// for math functions (-fno-math-errno in CMakeLists.txt; with errno each lane is a call).
 template <class V>
 [[gnu::always_inline]] inline V vsqrt(V x) noexcept {
-    using T = elem_t<V>;
     V r;
-#if defined(__x86_64__) || defined(__i386__)
-    constexpr int pieces = static_cast<int>(sizeof(V) / 16);
-    static_assert(pieces * 16 == sizeof(V));
-    for (int i = 0; i < pieces; ++i) {
-        if constexpr (std::is_same_v<T, float>) {
-            __m128 q;
-            std::memcpy(&q, reinterpret_cast<const char*>(&x) + 16 * i, 16);
-            q = _mm_sqrt_ps(q);
-            std::memcpy(reinterpret_cast<char*>(&r) + 16 * i, &q, 16);
-        } else {
-            __m128d q;
-            std::memcpy(&q, reinterpret_cast<const char*>(&x) + 16 * i, 16);
-            q = _mm_sqrt_pd(q);
-            std::memcpy(reinterpret_cast<char*>(&r) + 16 * i, &q, 16);
-        }
+    for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(x[0])); ++l) {
+        if constexpr (std::is_same_v<elem_t<V>, float>) r[l] = __builtin_sqrtf(x[l]);
+        else r[l] = __builtin_sqrt(x[l]);
     }
-#else
-    for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(T)); ++l) r[l] = __builtin_sqrt(x[l]);
-#endif
     return r;
 }
 
@@ -498,6 +481,255 @@ template <int N, class V>
     return det;
 }
 
+// ---- symmetric eigenproblems and singular values: Jacobi rotations ------------------------------
+
+/// Sweeps over every pair (n = 3) after which a lane that still needs a rotation is handed back.
+/// Jacobi converges quadratically: 3 or 4 sweeps in float and double on random matrices.
+inline constexpr int max_sweeps = 12;
+
+/// The power of two at or below |x| (x normal): x with its sign and mantissa bits cleared.
+template <class V>
+[[gnu::always_inline]] inline V pow2_floor(V x) noexcept {
+    using T = elem_t<V>;
+    using M = mask_t<V>;
+    using I = elem_t<M>;
+    constexpr int mantissa = std::numeric_limits<T>::digits - 1;
+    constexpr I exponent = static_cast<I>(((I{1} << (sizeof(T) * 8 - 1 - mantissa)) - 1) << mantissa);
+    M bits;
+    std::memcpy(&bits, &x, sizeof(V));
+    bits &= exponent;
+    std::memcpy(&x, &bits, sizeof(V));
+    return x;
+}
+
+/// Scales the E entries of m so that the largest magnitude of each lane lies in [1, 2), by a power
+/// of two (exact, so a diagonal matrix keeps its bits); returns that power. Lanes whose largest
+/// magnitude is not finite or is subnormal are set to `bad` and zeroed, so that they converge at
+/// once (they are handed back); an all-zero lane keeps scale 1.
+template <int E, class V>
+[[gnu::always_inline]] inline V scale_down(V (&m)[E], mask_t<V>& bad) noexcept {
+    using T = elem_t<V>;
+    V largest = vabs(m[0]);
+    for (int e = 1; e < E; ++e) {
+        const V x = vabs(m[e]);
+        // NaN must win, so that such a lane is caught below: x > largest is false for a NaN x.
+        largest = (x > largest) | (x != x) ? x : largest;
+    }
+    const mask_t<V> zero = largest == T(0);
+    bad = ~(largest <= std::numeric_limits<T>::max()) | (~zero & (largest < std::numeric_limits<T>::min()));
+    const V scale = zero | bad ? splat<V>(T(1)) : pow2_floor(largest);
+    const V inv = T(1) / scale;  // a power of two too: exact
+    for (int e = 0; e < E; ++e) m[e] = bad ? V{} : m[e] * inv;
+    return scale;
+}
+
+/// The rotation [c s; -s c] that diagonalises the symmetric 2 x 2 [x z; z y] (t = s / c), or
+/// the identity in the lanes not set in `rotate`.
+template <class V>
+struct rotation {
+    V c, s, t;
+};
+
+/// With d = y - x and h = sqrt(d^2 + 4 z^2): t = 2 z sign(d) / (|d| + h), the root of smaller
+/// magnitude of t^2 + 2 zeta t - 1 = 0 (zeta = d / 2 z) as in the classical tan(theta), and
+/// c = 1 / sqrt(1 + t^2), s = t c; since (|d| + h)^2 + 4 z^2 = 2 h (|d| + h), one division
+/// q = 1 / (2 h (|d| + h)) gives all three: c = (|d| + h) sqrt(q), s = 2 z sign(d) sqrt(q),
+/// t = 2 z sign(d) 2 h q. Two square roots and one division per rotation (the division and
+/// square root unit is what a rotation waits on). The callers rotate only where z^2 is at
+/// least the smallest normal number, so q cannot overflow; the matrices are scaled (largest
+/// entry in [1, 2)), so nothing else can.
+template <class V>
+[[gnu::always_inline]] inline rotation<V> jacobi_rotation(V x, V y, V z, mask_t<V> rotate) noexcept {
+    using T = elem_t<V>;
+    const V d = y - x;
+    const V num = d < T(0) ? -(z + z) : z + z;
+    const V h = vsqrt(d * d + num * num);
+    const V den = vabs(d) + h;
+    const V q = T(1) / ((h + h) * den);
+    const V root = vsqrt(q);
+    return {rotate ? den * root : splat<V>(T(1)), rotate ? num * root : V{},
+            rotate ? num * (h + h) * q : V{}};
+}
+
+/// Applies the rotation to columns p and q of the N x N m: column p becomes c p - s q, column q
+/// becomes s p + c q.
+template <int N, class V>
+[[gnu::always_inline]] inline void rotate_columns(V (&m)[N * N], int p, int q,
+                                                  const rotation<V>& g) noexcept {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) {
+        const V x = m[r * N + p], y = m[r * N + q];
+        m[r * N + p] = g.c * x - g.s * y;
+        m[r * N + q] = g.s * x + g.c * y;
+    }
+}
+
+/// Whether any lane of m is set.
+template <class M>
+[[gnu::always_inline]] inline bool any_lane(M m) noexcept {
+    return lane_bits<lane_count<M>>(m, lane_count<M>) != 0;
+}
+
+/// Runs sweep() until unfinished() (the lanes some pair of which still needs a rotation) is
+/// empty, at most max_sweeps times; returns the lanes left unfinished. A lane stops changing once
+/// it is finished (its rotations are the identity), so its result does not depend on the other
+/// lanes.
+template <class Unfinished, class Sweep>
+[[gnu::always_inline]] inline auto sweeps_until_done(const Unfinished& unfinished,
+                                                     const Sweep& sweep) noexcept {
+#pragma GCC unroll 1
+    for (int k = 0; k < max_sweeps; ++k) {
+        if (!any_lane(unfinished())) return decltype(unfinished()){};
+        sweep();
+    }
+    return unfinished();
+}
+
+/// Cyclic Jacobi on the symmetric N x N matrices in a (scaled, both halves filled): afterwards
+/// the diagonal holds the eigenvalues (unsorted) and, when Vectors, v (the identity on entry)
+/// the eigenvectors as columns. A pair is rotated while |a_pq| > epsilon max(|a_pp|, |a_qq|) (so
+/// small eigenvalues keep their relative accuracy where the matrix allows it), and its entry is
+/// then set to exactly zero. Returns the lanes that still need a rotation after max_sweeps.
+template <int N, bool Vectors, class V>
+[[gnu::always_inline]] inline mask_t<V> jacobi_eigen(V (&a)[N * N], V (&v)[N * N]) noexcept {
+    using T = elem_t<V>;
+    constexpr T eps2 = std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
+    // Squares: no square root, and an entry whose square underflows is negligible beside the
+    // scaled matrix's largest, which is at least 1.
+    const auto needs_rotation = [&](int p, int q) {
+        const V xx = a[p * N + p] * a[p * N + p], yy = a[q * N + q] * a[q * N + q];
+        const V zz = a[p * N + q] * a[p * N + q];
+        return (zz > eps2 * (xx > yy ? xx : yy)) & (zz >= std::numeric_limits<T>::min());
+    };
+    const auto unfinished = [&] {
+        mask_t<V> m{};
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p)
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q) m |= needs_rotation(p, q);
+        return m;
+    };
+    const auto sweep = [&] {
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p) {
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q) {
+                const V x = a[p * N + p], y = a[q * N + q], z = a[p * N + q];
+                const mask_t<V> rotate = needs_rotation(p, q);
+                const rotation<V> g = jacobi_rotation(x, y, z, rotate);
+                a[p * N + p] = x - g.t * z;
+                a[q * N + q] = y + g.t * z;
+                a[p * N + q] = a[q * N + p] = rotate ? V{} : z;
+#pragma GCC unroll 8
+                for (int r = 0; r < N; ++r) {
+                    if (r == p || r == q) continue;
+                    const V rp = a[r * N + p], rq = a[r * N + q];
+                    a[r * N + p] = a[p * N + r] = g.c * rp - g.s * rq;
+                    a[r * N + q] = a[q * N + r] = g.s * rp + g.c * rq;
+                }
+                if constexpr (Vectors) rotate_columns<N>(v, p, q, g);
+            }
+        }
+    };
+    // At N = 2 the one rotation sets the one off-diagonal pair to zero: done.
+    if constexpr (N == 2) {
+        sweep();
+        return mask_t<V>{};
+    } else {
+        return sweeps_until_done(unfinished, sweep);
+    }
+}
+
+/// One-sided Jacobi (Hestenes) on the N x N matrices in a (scaled): rotates pairs of columns
+/// while |a_p . a_q| > N epsilon |a_p| |a_q| (the rounding of the dot products is about that),
+/// accumulating the rotations in v (the identity on entry) when Vectors; then a = U diag(sigma)
+/// with sigma the column norms, and A = a V^T. Returns the lanes that still need a rotation
+/// after max_sweeps.
+template <int N, bool Vectors, class V>
+[[gnu::always_inline]] inline mask_t<V> jacobi_svd(V (&a)[N * N], V (&v)[N * N]) noexcept {
+    using T = elem_t<V>;
+    constexpr T tol2 = T(N * N) * std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
+    // The pair's Gram matrix [x z; z y].
+    const auto gram = [&](int p, int q, V& x, V& y, V& z) {
+        x = a[p] * a[p];
+        y = a[q] * a[q];
+        z = a[p] * a[q];
+#pragma GCC unroll 8
+        for (int r = 1; r < N; ++r) {
+            x += a[r * N + p] * a[r * N + p];
+            y += a[r * N + q] * a[r * N + q];
+            z += a[r * N + p] * a[r * N + q];
+        }
+        const V zz = z * z;
+        return (zz > tol2 * (x * y)) & (zz >= std::numeric_limits<T>::min());
+    };
+    const auto unfinished = [&] {
+        mask_t<V> m{};
+        V x, y, z;
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p)
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q) m |= gram(p, q, x, y, z);
+        return m;
+    };
+    const auto sweep = [&] {
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p) {
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q) {
+                V x, y, z;
+                const mask_t<V> rotate = gram(p, q, x, y, z);
+                const rotation<V> g = jacobi_rotation(x, y, z, rotate);
+                rotate_columns<N>(a, p, q, g);
+                if constexpr (Vectors) rotate_columns<N>(v, p, q, g);
+            }
+        }
+    };
+    // At N = 2 one rotation; svd_block finishes the pair (see there).
+    if constexpr (N == 2) {
+        sweep();
+        return mask_t<V>{};
+    } else {
+        return sweeps_until_done(unfinished, sweep);
+    }
+}
+
+/// Sorts each lane's keys (ascending, or descending when Descending) with compare-exchanges,
+/// carrying the columns of the N x N m and m2 (either may be null) along; equal keys keep their
+/// order.
+template <int N, bool Descending, class V>
+[[gnu::always_inline]] inline void sort_columns(V (&key)[N], std::type_identity_t<V>* m,
+                                                std::type_identity_t<V>* m2) noexcept {
+    const auto exchange = [&](int i, int j) {
+        const mask_t<V> swap = Descending ? key[j] > key[i] : key[j] < key[i];
+        const V ki = key[i];
+        key[i] = swap ? key[j] : ki;
+        key[j] = swap ? ki : key[j];
+        for (V* x : {m, m2}) {
+            if (x == nullptr) continue;
+#pragma GCC unroll 8
+            for (int r = 0; r < N; ++r) {
+                const V xi = x[r * N + i];
+                x[r * N + i] = swap ? x[r * N + j] : xi;
+                x[r * N + j] = swap ? xi : x[r * N + j];
+            }
+        }
+    };
+    static_assert(N == 2 || N == 3);
+    exchange(0, 1);
+    if constexpr (N == 3) {
+        exchange(1, 2);
+        exchange(0, 1);
+    }
+}
+
+template <int N, class V>
+[[gnu::always_inline]] inline void set_identity(V (&m)[N * N]) noexcept {
+    using T = elem_t<V>;
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) m[i * N + j] = splat<V>(T(i == j ? 1 : 0));
+}
+
 // ---- the block kernels --------------------------------------------------------------------------
 
 template <int W, int N, class T>
@@ -644,6 +876,134 @@ template <int W, int N, class T>
     return redo;
 }
 
+// The Jacobi kernels work on two blocks of W items at once, in vectors of 2 W lanes (two
+// registers each): a rotation is a chain of two square roots and a division that one block alone
+// leaves the vector units idle on. Items move in and out as two blocks of W, through the layouts
+// above.
+
+/// All bits below `count` (count <= 32).
+inline std::uint32_t low_bits(int count) noexcept {
+    return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
+}
+
+/// Reads operand k's R x C matrices of items at..at + count (count <= 2 W) into vectors of 2 W
+/// lanes (lanes at or past `count` repeat the last item).
+template <int W, int R, int C, class T, class V2>
+[[gnu::always_inline]] inline void load_pair(V2 (&m)[R * C], const lane_run<T>& r, int k,
+                                             std::size_t at, int count) noexcept {
+    using V = vec_t<T, W>;
+    const operand<T>& o = r.op[k];
+    V lo[R * C], hi[R * C];
+    load<W, R, C>(lo, items<W>(r, k, o, at, count < W ? count : W), o.rs, o.cs);
+    if (count > W) load<W, R, C>(hi, items<W>(r, k, o, at + W, count - W), o.rs, o.cs);
+    else std::memcpy(&hi[0], &lo[0], sizeof(hi));
+    for (int e = 0; e < R * C; ++e) {
+        std::memcpy(&m[e], &lo[e], sizeof(V));
+        std::memcpy(reinterpret_cast<char*>(&m[e]) + sizeof(V), &hi[e], sizeof(V));
+    }
+}
+
+/// Writes m (as load_pair reads it) to operand k's items, skipping those in `skip`.
+template <int W, int R, int C, class T, class V2>
+[[gnu::always_inline]] inline void store_pair(const V2 (&m)[R * C], const lane_run<T>& r, int k,
+                                              std::size_t at, int count, std::uint32_t skip) noexcept {
+    using V = vec_t<T, W>;
+    const operand<T>& o = r.op[k];
+    V lo[R * C], hi[R * C];
+    for (int e = 0; e < R * C; ++e) {
+        std::memcpy(&lo[e], &m[e], sizeof(V));
+        std::memcpy(&hi[e], reinterpret_cast<const char*>(&m[e]) + sizeof(V), sizeof(V));
+    }
+    store<W, R, C>(lo, items<W>(r, k, o, at, count < W ? count : W), skip & low_bits(W), o.rs, o.cs);
+    if (count > W)
+        store<W, R, C>(hi, items<W>(r, k, o, at + W, count - W), skip >> W, o.rs, o.cs);
+}
+
+/// eigh (Vectors) and eigvalsh: operands a, w, v (eigh) or a, w (eigvalsh). Only a's lower
+/// triangle is read, as on the per-matrix path; eigenvalues ascending, as Eigen gives them.
+template <int W, int N, bool Vectors, class T>
+[[gnu::always_inline]] inline std::uint32_t eigh_block(const lane_run<T>& r, std::size_t at,
+                                                       int count) noexcept {
+    using V = vec_t<T, 2 * W>;
+    V a[N * N], v[N * N], w[N];
+    load_pair<W, N, N>(a, r, 0, at, count);
+    for (int i = 0; i < N; ++i)
+        for (int j = i + 1; j < N; ++j) a[i * N + j] = a[j * N + i];
+    mask_t<V> bad;
+    const V scale = scale_down<N * N>(a, bad);
+    if constexpr (Vectors) set_identity<N>(v);
+    bad |= jacobi_eigen<N, Vectors>(a, v);
+    for (int i = 0; i < N; ++i) w[i] = a[i * N + i] * scale;
+    sort_columns<N, false>(w, Vectors ? v : nullptr, nullptr);
+    const std::uint32_t redo = lane_bits<2 * W>(bad, count);
+    if (redo == low_bits(count)) return redo;
+    store_pair<W, N, 1>(w, r, 1, at, count, redo);
+    if constexpr (Vectors) store_pair<W, N, N>(v, r, 2, at, count, redo);
+    return redo;
+}
+
+/// svd (Vectors) and svdvals: operands a, u, s, vh (svd) or a, s (svdvals); singular values
+/// descending. At N = 3 svd also hands back the lanes with a singular value too small for its
+/// column of U to be orthogonal to the others at working precision (below sqrt(min / epsilon) of
+/// the scaled matrix: exactly or nearly rank-deficient items, left to the per-matrix path); at
+/// N = 2 only A = 0.
+template <int W, int N, bool Vectors, class T>
+[[gnu::always_inline]] inline std::uint32_t svd_block(const lane_run<T>& r, std::size_t at,
+                                                      int count) noexcept {
+    using V = vec_t<T, 2 * W>;
+    V a[N * N], v[N * N], sigma[N];
+    load_pair<W, N, N>(a, r, 0, at, count);
+    mask_t<V> bad;
+    const V scale = scale_down<N * N>(a, bad);
+    if constexpr (Vectors) set_identity<N>(v);
+    bad |= jacobi_svd<N, Vectors>(a, v);
+    for (int j = 0; j < N; ++j) {  // squared column norms first: sorted, then rooted
+        V x = a[j] * a[j];
+        for (int i = 1; i < N; ++i) x += a[i * N + j] * a[i * N + j];
+        if constexpr (Vectors && N > 2)
+            bad |= x < std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon();
+        sigma[j] = x;
+    }
+    sort_columns<N, true>(sigma, a, Vectors ? v : nullptr);
+    for (int j = 0; j < (N == 2 ? 1 : N); ++j) sigma[j] = vsqrt(sigma[j]);
+    if constexpr (N == 2) {
+        // The one rotation leaves a_0 . a_1 at the rounding of the column updates, about
+        // epsilon |a_0|^2 (a_0 the larger column now): too much for a_1 / |a_1| to be orthogonal
+        // to a_0 / |a_0| when a_1 is much smaller. a_0's direction is accurate, so U is a_0's
+        // unit vector and that vector turned by 90 degrees, and the smaller singular value is
+        // a_1's length along the second (the part along the first, ~epsilon |A|, is a backward
+        // error of that size). |a_0| >= |A|_F / sqrt(2) >= 1 / sqrt(2) unless A = 0.
+        const mask_t<V> zero = sigma[0] == T(0);
+        if constexpr (Vectors) bad |= zero;
+        const V inv = zero ? V{} : T(1) / sigma[0];
+        const V u00 = a[0] * inv, u10 = a[2] * inv;
+        const V along = u00 * a[3] - u10 * a[1];  // a_1 . (-u10, u00)
+        const mask_t<V> flip = along < T(0);
+        sigma[1] = flip ? -along : along;
+        a[0] = u00;
+        a[2] = u10;
+        a[1] = flip ? u10 : -u10;
+        a[3] = flip ? -u00 : u00;
+    } else if constexpr (Vectors) {
+        for (int j = 0; j < N; ++j) {
+            const V inv = T(1) / sigma[j];
+            for (int i = 0; i < N; ++i) a[i * N + j] *= inv;
+        }
+    }
+    for (int j = 0; j < N; ++j) sigma[j] *= scale;
+    const std::uint32_t redo = lane_bits<2 * W>(bad, count);
+    if (redo == low_bits(count)) return redo;
+    store_pair<W, N, 1>(sigma, r, Vectors ? 2 : 1, at, count, redo);
+    if constexpr (Vectors) {
+        store_pair<W, N, N>(a, r, 1, at, count, redo);
+        V vh[N * N];  // V^T: row j of vh is column j of V
+        for (int i = 0; i < N; ++i)
+            for (int j = 0; j < N; ++j) vh[i * N + j] = v[j * N + i];
+        store_pair<W, N, N>(vh, r, 3, at, count, redo);
+    }
+    return redo;
+}
+
 template <lane_op Op, int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t run_block(const lane_run<T>& r, std::size_t at,
                                                       int count) noexcept {
@@ -652,15 +1012,20 @@ template <lane_op Op, int W, int N, class T>
     else if constexpr (Op == lane_op::cholesky) return cholesky_block<W, N>(r, at, count);
     else if constexpr (Op == lane_op::lu) return lu_block<W, N>(r, at, count);
     else if constexpr (Op == lane_op::det) return det_block<W, N>(r, at, count);
-    else return slogdet_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::slogdet) return slogdet_block<W, N>(r, at, count);
+    else if constexpr (Op == lane_op::eigh) return eigh_block<W, N, true>(r, at, count);
+    else if constexpr (Op == lane_op::eigvalsh) return eigh_block<W, N, false>(r, at, count);
+    else if constexpr (Op == lane_op::svd) return svd_block<W, N, true>(r, at, count);
+    else return svd_block<W, N, false>(r, at, count);
 }
 
 /// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, until one hands items back.
 template <lane_op Op, int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r, std::size_t& at) noexcept {
-    for (; at < r.count; at += W) {
+    constexpr int B = block_items(Op, W);
+    for (; at < r.count; at += B) {
         const std::size_t left = r.count - at;
-        const int count = left < W ? static_cast<int>(left) : W;
+        const int count = left < B ? static_cast<int>(left) : B;
         if (const std::uint32_t redo = run_block<Op, W, N>(r, at, count)) return redo;
     }
     return 0;

@@ -36,12 +36,24 @@ struct svd_kernel {
         load_matrix(m, a.data + off[0], a.rs, a.cs);
         if constexpr (Vectors) {
             svd.compute(m, Eigen::ComputeFullU | Eigen::ComputeFullV);
+            if (svd.info() != Eigen::Success) {
+                // A NaN or an infinity: Eigen stops without forming any result (what it holds is
+                // not initialised), so the item's outputs are NaN, as "propagates" promises.
+                fill_matrix(u.data + off[1], u.rs, u.cs, n, n, nan_of<T>());
+                for (Eigen::Index i = 0; i < n; ++i) sv.data[off[2] + i * sv.rs] = nan_of<R>();
+                fill_matrix(vh.data + off[3], vh.rs, vh.cs, n, n, nan_of<T>());
+                return 0;
+            }
             store_matrix(svd.matrixU(), u.data + off[1], u.rs, u.cs);
             store_vector(svd.singularValues(), sv.data + off[2], sv.rs);
             vhm = svd.matrixV().adjoint();
             store_matrix(vhm, vh.data + off[3], vh.rs, vh.cs);
         } else {
             svd.compute(m, 0);
+            if (svd.info() != Eigen::Success) {
+                for (Eigen::Index i = 0; i < n; ++i) sv.data[off[1] + i * sv.rs] = nan_of<R>();
+                return 0;
+            }
             store_vector(svd.singularValues(), sv.data + off[1], sv.rs);
         }
         return 0;
@@ -69,7 +81,9 @@ void svd_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& u,
                                               return svd_kernel<T, N, true>(
                                                   matrix_operand(a), matrix_operand(u),
                                                   vector_operand(sv), matrix_operand(vh), ni);
-                                          });
+                                          }, plan_lanes<T>(lane_op::svd, n, matrix_operand(a),
+                                                           matrix_operand(u), vector_operand(sv),
+                                                           matrix_operand(vh)));
         } else {
             const std::array<stride_array, 2> st{batch_strides(a, 2, batch),
                                                  batch_strides(sv, 1, batch)};
@@ -79,7 +93,8 @@ void svd_run(session& s, const tensor_view<const T>& a, const tensor_view<T>& u,
                                                   matrix_operand(a), operand<T>{nullptr, 0, 0},
                                                   vector_operand(sv), operand<T>{nullptr, 0, 0},
                                                   ni);
-                                          });
+                                          }, plan_lanes<T>(lane_op::svdvals, n, matrix_operand(a),
+                                                           vector_operand(sv)));
         }
     });
 }

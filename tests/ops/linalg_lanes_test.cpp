@@ -736,6 +736,479 @@ TYPED_TEST(LanesTest, IllConditionedItemsStayWithinTheErrorBound) {
     });
 }
 
+
+// ---- eigh, eigvalsh, svd and svdvals: Jacobi rotations at n = 2 and 3 -------------------------
+
+/// The Jacobi ops' results for one batch (symmetric `sym` for eigh and eigvalsh, general `a` for
+/// svd and svdvals), out-parameter forms into fresh tensors.
+template <class T>
+struct jacobi_results {
+    tensor<T> w, v, values, u, sv, vh, singular;
+};
+
+/// With `info` (eigh's codes; eigvalsh's must agree), eigh and eigvalsh run in the info form.
+template <class T>
+jacobi_results<T> run_jacobi(session& s, const tensor_view<const T>& sym, const tensor_view<const T>& a,
+                             tensor<std::int32_t>* info = nullptr) {
+    const std::size_t items = a.extent(0), n = a.extent(1);
+    jacobi_results<T> r{tessera::empty<T>(s, {items, n}),    tessera::empty<T>(s, {items, n, n}),
+                        tessera::empty<T>(s, {items, n}),    tessera::empty<T>(s, {items, n, n}),
+                        tessera::empty<T>(s, {items, n}),    tessera::empty<T>(s, {items, n, n}),
+                        tessera::empty<T>(s, {items, n})};
+    if (info != nullptr) {
+        *info = tessera::empty<std::int32_t>(s, {items});
+        auto values_info = tessera::empty<std::int32_t>(s, {items});
+        tessera::eigh(s, sym, r.w, r.v, *info);
+        tessera::eigvalsh(s, sym, r.values, values_info);
+        EXPECT_TRUE(same_bits(values_info, *info)) << "eigvalsh's codes are eigh's";
+    } else {
+        tessera::eigh(s, sym, r.w, r.v);
+        tessera::eigvalsh(s, sym, r.values);
+    }
+    tessera::svd(s, a, r.u, r.sv, r.vh);
+    tessera::svdvals(s, a, r.singular);
+    return r;
+}
+
+template <class T>
+void expect_same_bits(const jacobi_results<T>& a, const jacobi_results<T>& b) {
+    EXPECT_TRUE(same_bits(a.w, b.w)) << "eigh w";
+    EXPECT_TRUE(same_bits(a.v, b.v)) << "eigh v";
+    EXPECT_TRUE(same_bits(a.values, b.values)) << "eigvalsh";
+    EXPECT_TRUE(same_bits(a.u, b.u)) << "svd u";
+    EXPECT_TRUE(same_bits(a.sv, b.sv)) << "svd s";
+    EXPECT_TRUE(same_bits(a.vh, b.vh)) << "svd vh";
+    EXPECT_TRUE(same_bits(a.singular, b.singular)) << "svdvals";
+}
+
+/// Q diag(lambda) Q^T with Q orthogonal (two Householder reflections) and lambda in [-1, 1],
+/// formed in long double and rounded, with 1e3 above the diagonal (eigh reads the lower triangle).
+template <class T>
+std::vector<T> symmetric_matrix(std::size_t n, std::mt19937_64& rng) {
+    std::normal_distribution<double> g;
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    std::vector<LD> q(n * n, 0);
+    for (std::size_t i = 0; i < n; ++i) q[i * n + i] = 1;
+    for (int r = 0; r < 2; ++r) {
+        std::vector<LD> v(n);
+        LD vv = 0;
+        for (LD& e : v) {
+            e = static_cast<LD>(g(rng));
+            vv += e * e;
+        }
+        std::vector<LD> next(n * n);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                LD acc = 0;
+                for (std::size_t k = 0; k < n; ++k)
+                    acc += q[i * n + k] * ((k == j ? 1 : 0) - 2 * v[k] * v[j] / vv);
+                next[i * n + j] = acc;
+            }
+        q = next;
+    }
+    std::vector<LD> lambda(n);
+    for (LD& l : lambda) l = static_cast<LD>(d(rng));
+    std::vector<T> m(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            LD acc = 0;
+            for (std::size_t k = 0; k < n; ++k) acc += q[i * n + k] * lambda[k] * q[j * n + k];
+            m[i * n + j] = j > i ? T(1000) : static_cast<T>(acc);
+        }
+    return m;
+}
+
+/// [items, n, n] symmetric matrices (lower triangle; see symmetric_matrix) and general ones of
+/// condition number 1e3 (float) or 1e6 (double).
+template <class T>
+tensor<T> symmetric_matrices(session& s, std::size_t items, std::size_t n, std::mt19937_64& rng) {
+    auto a = tessera::empty<T>(s, {items, n, n});
+    for (std::size_t i = 0; i < items; ++i) {
+        const auto m = symmetric_matrix<T>(n, rng);
+        std::copy(m.begin(), m.end(), a.data() + i * n * n);
+    }
+    return a;
+}
+template <class T>
+tensor<T> conditioned_matrices(session& s, std::size_t items, std::size_t n, std::mt19937_64& rng) {
+    auto a = tessera::empty<T>(s, {items, n, n});
+    for (std::size_t i = 0; i < items; ++i) {
+        const auto m = n == 1 ? std::vector<T>{T(0.5)} : conditioned<T>(n, sizeof(T) == 8 ? 1e6 : 1e3, rng);
+        std::copy(m.begin(), m.end(), a.data() + i * n * n);
+    }
+    return a;
+}
+
+/// max |x y^T - z| (the products of the rows of x and y) for row-major n x n long double matrices.
+LD rows_product_error(const std::vector<LD>& x, const std::vector<LD>& y, const std::vector<LD>& z,
+                      std::size_t n) {
+    LD worst = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            LD acc = 0;
+            for (std::size_t k = 0; k < n; ++k) acc += x[i * n + k] * y[j * n + k];
+            worst = std::max(worst, std::fabs(acc - z[i * n + j]));
+        }
+    return worst;
+}
+
+/// Checks item `item` of the Jacobi results: A V = V diag(w) and V^T V = I with w ascending
+/// (eigh, from the lower triangle of sym); A = U diag(s) Vh, U^T U = I, Vh Vh^T = I with s
+/// descending and non-negative (svd); eigvalsh and svdvals near eigh's and svd's values; every
+/// residual within `tol` of the largest entry of the input.
+template <class T>
+void expect_jacobi_item(const jacobi_results<T>& r, const tensor_view<const T>& sym,
+                        const tensor_view<const T>& a, std::size_t item, double tol) {
+    const std::size_t n = a.extent(1);
+    const tensor_view<const T> rv = r.v, ru = r.u, rvh = r.vh;
+    // Transposed where a product needs columns: rows_product_error multiplies rows.
+    std::vector<LD> id(n * n, 0), m(n * n), vt(n * n), vtw(n * n), g(n * n), ut(n * n), us(n * n),
+        vh(n * n);
+    for (std::size_t i = 0; i < n; ++i) id[i * n + i] = 1;
+    LD sym_scale = 0, scale = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            m[i * n + j] = at(sym, item, std::max(i, j), std::min(i, j));
+            sym_scale = std::max(sym_scale, std::fabs(m[i * n + j]));
+            g[i * n + j] = at(a, item, i, j);
+            scale = std::max(scale, std::fabs(g[i * n + j]));
+            vt[j * n + i] = at(rv, item, i, j);
+            vtw[j * n + i] = at(rv, item, i, j) * static_cast<LD>(r.w.data()[item * n + j]);
+            ut[j * n + i] = at(ru, item, i, j);
+            us[i * n + j] = at(ru, item, i, j) * static_cast<LD>(r.sv.data()[item * n + j]);
+            vh[i * n + j] = at(rvh, item, i, j);
+        }
+    if (sym_scale == 0) sym_scale = 1;
+    if (scale == 0) scale = 1;
+    std::vector<LD> vht(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) vht[i * n + j] = vh[j * n + i];
+    // (A V)^T = V^T A (A symmetric) against (V W)^T.
+    EXPECT_LE(static_cast<double>(rows_product_error(vt, m, vtw, n) / sym_scale), tol) << "eigh A V = V W";
+    EXPECT_LE(static_cast<double>(rows_product_error(vt, vt, id, n)), tol) << "eigh V orthogonal";
+    EXPECT_LE(static_cast<double>(rows_product_error(us, vht, g, n) / scale), tol) << "svd A = U S Vh";
+    EXPECT_LE(static_cast<double>(rows_product_error(vh, vh, id, n)), tol) << "svd Vh orthogonal";
+    EXPECT_LE(static_cast<double>(rows_product_error(ut, ut, id, n)), tol) << "svd U orthogonal";
+    for (std::size_t j = 0; j < n; ++j) {
+        EXPECT_GE(r.sv.data()[item * n + j], T(0)) << "singular values are not negative";
+        if (j > 0) {
+            EXPECT_LE(r.w.data()[item * n + j - 1], r.w.data()[item * n + j]) << "eigenvalues ascending";
+            EXPECT_GE(r.sv.data()[item * n + j - 1], r.sv.data()[item * n + j]) << "singular values descending";
+        }
+        EXPECT_LE(std::fabs(static_cast<double>(r.values.data()[item * n + j]) -
+                            static_cast<double>(r.w.data()[item * n + j])),
+                  tol * static_cast<double>(sym_scale)) << "eigvalsh = eigh's w";
+        EXPECT_LE(std::fabs(static_cast<double>(r.singular.data()[item * n + j]) -
+                            static_cast<double>(r.sv.data()[item * n + j])),
+                  tol * static_cast<double>(scale)) << "svdvals = svd's s";
+    }
+}
+
+// n = 1..4 (the blocks run at 2 and 3; a block is 2 W items) at batch sizes 0, 1, W +- 1,
+// 2 W +- 1, 2 W and 1000, at every level: eigh and svd reconstruct their input with orthogonal
+// vectors and sorted values, eigvalsh and svdvals agree with them, and at n = 2, 3 bit for bit
+// (they run the same rotations); eigenvalues and singular values match the spectra the inputs
+// were built from; a block of one gives the bits of a full block.
+TYPED_TEST(LanesTest, JacobiOpsMatchTheReferenceAtEveryBlockSize) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
+        be.run([&](session& s) {
+            for (std::size_t n = 1; n <= 4; ++n) {
+                const double tol = 64.0 * static_cast<double>(n + 1) * eps<T>();
+                for (const std::size_t items : {std::size_t{0}, std::size_t{1}, w - 1, w, w + 1, 2 * w - 1,
+                                                2 * w, 2 * w + 1, std::size_t{1000}}) {
+                    SCOPED_TRACE("n = " + std::to_string(n) + ", items = " + std::to_string(items));
+                    const auto sym = symmetric_matrices<T>(s, items, n, rng);
+                    const auto a = conditioned_matrices<T>(s, items, n, rng);
+                    const auto r = run_jacobi<T>(s, sym, a);
+                    const auto one = [&](std::size_t item, const tensor<T>& t) {
+                        return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(item),
+                                                          static_cast<std::ptrdiff_t>(item) + 1));
+                    };
+                    for (std::size_t item = 0; item < items; ++item) {
+                        SCOPED_TRACE("item " + std::to_string(item));
+                        expect_jacobi_item<T>(r, sym, a, item, tol);
+                        if (n == 2 || n == 3) {
+                            EXPECT_TRUE(same_bits(one(item, r.values), one(item, r.w))) << "eigvalsh bits";
+                            EXPECT_TRUE(same_bits(one(item, r.singular), one(item, r.sv))) << "svdvals bits";
+                        }
+                        if (items == 1000 && item != 0 && item != 2 * w - 1 && item != 2 * w && item != items - 1)
+                            continue;
+                        const auto r1 = run_jacobi<T>(s, one(item, sym), one(item, a));
+                        expect_same_bits(r1, jacobi_results<T>{one(item, r.w), one(item, r.v), one(item, r.values),
+                                                               one(item, r.u), one(item, r.sv), one(item, r.vh),
+                                                               one(item, r.singular)});
+                    }
+                }
+            }
+        });
+    }
+}
+
+// Known spectra, and the inputs Jacobi keeps exact: the eigenvalues of a diagonal matrix are its
+// diagonal, sorted, bit for bit, with a permutation for V (the scaling is by a power of two);
+// repeated eigenvalues (the identity, diag(2, 2, -1)); singular values of A = H1 diag(sigma) H2
+// (condition number 1e3 / 1e6) within 64 (n + 1) epsilon of sigma_max; matrices near the
+// overflow and the underflow thresholds, scaled on the way in and out.
+TYPED_TEST(LanesTest, JacobiOpsAreExactWhereTheInputAllowsAndScaleInvariant) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        be.run([&](session& s) {
+            for (std::size_t n : {std::size_t{2}, std::size_t{3}}) {
+                SCOPED_TRACE("n = " + std::to_string(n));
+                const double tol = 64.0 * static_cast<double>(n + 1) * eps<T>();
+                const std::size_t items = 40;
+                auto d = tessera::full<T>(s, {items, n, n}, T(0));
+                for (std::size_t i = 0; i < items; ++i)
+                    for (std::size_t k = 0; k < n; ++k)
+                        d.data()[(i * n + k) * n + k] = static_cast<T>(static_cast<int>((i + 3 * k) % 7) - 3) *
+                                                        static_cast<T>(i % 2 ? 1.5 : 0.25);
+                const auto r = run_jacobi<T>(s, d, d);
+                for (std::size_t i = 0; i < items; ++i) {
+                    std::vector<T> diag(n), mags(n);
+                    for (std::size_t k = 0; k < n; ++k) {
+                        diag[k] = d.data()[(i * n + k) * n + k];
+                        mags[k] = std::fabs(diag[k]);
+                    }
+                    std::sort(diag.begin(), diag.end());
+                    std::sort(mags.rbegin(), mags.rend());
+                    for (std::size_t k = 0; k < n; ++k) {
+                        EXPECT_EQ(r.w.data()[i * n + k], diag[k]) << "item " << i;
+                        EXPECT_EQ(r.sv.data()[i * n + k], mags[k]) << "item " << i;
+                    }
+                    for (std::size_t e = 0; e < n * n; ++e) {
+                        const T x = std::fabs(r.v.data()[i * n * n + e]);
+                        EXPECT_TRUE(x == T(0) || x == T(1)) << "V of a diagonal matrix is a permutation";
+                    }
+                }
+                // Repeated eigenvalues.
+                auto rep = tessera::full<T>(s, {2, n, n}, T(0));
+                for (std::size_t k = 0; k < n; ++k) {
+                    rep.data()[k * n + k] = T(1);
+                    rep.data()[(n + k) * n + k] = k + 1 < n ? T(2) : T(-1);
+                }
+                rep.data()[n * n + n] = T(0.5);  // below the diagonal of item 1: couples 0 and 1
+                const auto rr = run_jacobi<T>(s, rep, rep);
+                for (std::size_t i = 0; i < 2; ++i) expect_jacobi_item<T>(rr, rep, rep, i, tol);
+
+                // Known singular values, and scaling: the same matrices times 2^k for k near the
+                // ends of the exponent range give 2^k times the values (exactly: powers of two).
+                const auto a = conditioned_matrices<T>(s, items, n, rng);
+                const auto base = run_jacobi<T>(s, a, a);
+                const double kappa = sizeof(T) == 8 ? 1e6 : 1e3;
+                for (std::size_t i = 0; i < items; ++i)
+                    for (std::size_t k = 0; k < n; ++k)
+                        EXPECT_LE(std::fabs(static_cast<double>(base.sv.data()[i * n + k]) -
+                                            std::pow(kappa, -static_cast<double>(k) / static_cast<double>(n - 1))),
+                                  tol) << "item " << i << " singular value " << k;
+                for (const int k : {std::numeric_limits<T>::max_exponent - 3, std::numeric_limits<T>::min_exponent + 2 * std::numeric_limits<T>::digits}) {
+                    SCOPED_TRACE("scaled by 2^" + std::to_string(k));
+                    auto big = dense<T>(s, a);
+                    for (T& x : big.values()) x = std::ldexp(x, k);
+                    const auto rb = run_jacobi<T>(s, big, big);
+                    auto back = [&](tensor<T> t) {
+                        for (T& x : t.values()) x = std::ldexp(x, -k);
+                        return t;
+                    };
+                    EXPECT_TRUE(same_bits(back(dense<T>(s, rb.w)), base.w));
+                    EXPECT_TRUE(same_bits(dense<T>(s, rb.v), base.v));
+                    EXPECT_TRUE(same_bits(back(dense<T>(s, rb.sv)), base.sv));
+                    EXPECT_TRUE(same_bits(dense<T>(s, rb.u), base.u));
+                    EXPECT_TRUE(same_bits(dense<T>(s, rb.vh), base.vh));
+                }
+            }
+        });
+    }
+}
+
+// Dense, interleaved, transposed, stepped and broadcast inputs and interleaved and stepped outs
+// give the bits of the dense run.
+TYPED_TEST(LanesTest, JacobiOpsGiveTheSameBitsFromEveryLayout) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        be.run([&](session& s) {
+            for (std::size_t n : {std::size_t{2}, std::size_t{3}}) {
+                SCOPED_TRACE("n = " + std::to_string(n));
+                const std::size_t items = 75;
+                const auto sym = symmetric_matrices<T>(s, items, n, rng);
+                const auto a = conditioned_matrices<T>(s, items, n, rng);
+                const auto want = run_jacobi<T>(s, sym, a);
+                const auto interleaved = [&](const tensor<T>& t) { return dense<T>(s, t.view().permute({1, 2, 0})); };
+                const auto as_items = [](const tensor<T>& t) { return t.view().permute({2, 0, 1}); };
+                const auto symi = interleaved(sym), ai = interleaved(a);
+                {
+                    SCOPED_TRACE("interleaved inputs");
+                    expect_same_bits(run_jacobi<T>(s, as_items(symi), as_items(ai)), want);
+                }
+                {
+                    SCOPED_TRACE("transposed and stepped inputs");
+                    const auto at_ = dense<T>(s, a.view().transpose(1, 2));
+                    auto wide = tessera::full<T>(s, {2 * items, n, 2 * n}, T(7));
+                    auto stepped = wide.view().slice(0, 0, tessera::slice_end, 2).slice(2, 0, tessera::slice_end, 2);
+                    tessera::copy(s, sym.view(), stepped);
+                    expect_same_bits(run_jacobi<T>(s, stepped, at_.view().transpose(1, 2)), want);
+                }
+                {
+                    SCOPED_TRACE("interleaved and stepped outs");
+                    auto w_store = tessera::full<T>(s, {items, 2 * n}, T(7));
+                    auto v_store = tessera::empty<T>(s, {n, n, items});
+                    const auto w_out = w_store.view().slice(1, 1, tessera::slice_end, 2);
+                    tessera::eigh(s, sym, w_out, v_store.view().permute({2, 0, 1}));
+                    EXPECT_TRUE(same_bits(dense<T>(s, w_out), want.w));
+                    EXPECT_TRUE(same_bits(dense<T>(s, v_store.view().permute({2, 0, 1})), want.v));
+                    for (std::size_t e = 0; e < w_store.size(); e += 2) ASSERT_EQ(w_store.data()[e], T(7));
+                    auto u_store = tessera::empty<T>(s, {n, n, items});
+                    auto s_store = tessera::empty<T>(s, {n, items});
+                    auto vh_store = tessera::empty<T>(s, {n, n, items});
+                    tessera::svd(s, a, u_store.view().permute({2, 0, 1}), s_store.view().permute({1, 0}),
+                                 vh_store.view().permute({2, 0, 1}));
+                    EXPECT_TRUE(same_bits(dense<T>(s, u_store.view().permute({2, 0, 1})), want.u));
+                    EXPECT_TRUE(same_bits(dense<T>(s, s_store.view().permute({1, 0})), want.sv));
+                    EXPECT_TRUE(same_bits(dense<T>(s, vh_store.view().permute({2, 0, 1})), want.vh));
+                }
+                {
+                    SCOPED_TRACE("broadcast input");
+                    const auto a0 = dense<T>(s, a.view().slice(0, 3, 4));
+                    const auto sym0 = dense<T>(s, sym.view().slice(0, 3, 4));
+                    const auto r = run_jacobi<T>(s, sym0.view().broadcast_to({items, n, n}), a0.view().broadcast_to({items, n, n}));
+                    for (std::size_t i = 0; i < items; i += 7)
+                        EXPECT_TRUE(same_bits(dense<T>(s, r.u.view().slice(0, static_cast<std::ptrdiff_t>(i),
+                                                                           static_cast<std::ptrdiff_t>(i) + 1)),
+                                              dense<T>(s, want.u.view().slice(0, 3, 4)))) << i;
+                }
+            }
+        });
+    }
+}
+
+/// Item p of a [items, n, n] batch replaced by one the blocks hand back or that tests their
+/// edges: NaN, inf, every entry subnormal, zero, rank one (integers: exactly singular).
+enum class jacobi_spoil { nan, inf, subnormal, zero, rank_one };
+
+template <class T>
+tensor<T> jacobi_spoiled(session& s, const tensor<T>& a, std::size_t p, jacobi_spoil how) {
+    auto out = dense<T>(s, a);
+    const std::size_t n = a.extent(1);
+    T* m = out.data() + p * n * n;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            T& x = m[i * n + j];
+            switch (how) {
+                case jacobi_spoil::nan: if (i == n - 1 && j == 0) x = std::numeric_limits<T>::quiet_NaN(); break;
+                case jacobi_spoil::inf: if (i == 1 && j == 1) x = std::numeric_limits<T>::infinity(); break;
+                case jacobi_spoil::subnormal: x = x * std::numeric_limits<T>::denorm_min() * T(64); break;
+                case jacobi_spoil::zero: x = T(0); break;
+                case jacobi_spoil::rank_one: x = static_cast<T>(static_cast<int>((i + 1) * (j % 2 ? 2 : -3))); break;
+            }
+        }
+    return out;
+}
+
+// One spoiled item at every lane of two blocks and the first of a third: NaN, inf and subnormal
+// items are handed back (eigh's info form then reports 1, as the per-matrix path does), and get
+// exactly the per-matrix path's outputs; so does a zero item of svd; a rank-one item (exactly
+// singular) gives a valid decomposition (at n = 3 svd may hand it back); every other item keeps
+// the bits of the unspoiled batch.
+TYPED_TEST(LanesTest, SpoiledJacobiItemAtEveryLaneIsDecidedAsAlone) {
+    using T = TypeParam;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    backend be{backend_options{}.with_threads(1)};
+    for (const kernel_isa isa : levels()) {
+        SCOPED_TRACE(level_name(isa));
+        const lanes_scope scope(true, isa);
+        be.run([&](session& s) {
+            const auto w = static_cast<std::size_t>(tessera::detail::linalg_lane_width(sizeof(T)));
+            const std::size_t items = 4 * w + 1;
+            for (std::size_t n : {std::size_t{2}, std::size_t{3}}) {
+                const double tol = 64.0 * static_cast<double>(n + 1) * eps<T>();
+                const auto sym = symmetric_matrices<T>(s, items, n, rng);
+                const auto a = conditioned_matrices<T>(s, items, n, rng);
+                const auto clean = run_jacobi<T>(s, sym, a);
+                for (std::size_t p = 0; p < items; ++p) {
+                    for (const jacobi_spoil how : {jacobi_spoil::nan, jacobi_spoil::inf, jacobi_spoil::subnormal,
+                                                   jacobi_spoil::zero, jacobi_spoil::rank_one}) {
+                        SCOPED_TRACE("n = " + std::to_string(n) + ", item " + std::to_string(p) + ", spoil " +
+                                     std::to_string(static_cast<int>(how)));
+                        const auto bad_sym = jacobi_spoiled(s, sym, p, how);
+                        const auto bad = jacobi_spoiled(s, a, p, how);
+                        tensor<std::int32_t> info, info_ref;
+                        const auto got = run_jacobi<T>(s, bad_sym, bad, &info);
+                        tessera::detail::set_linalg_lanes(false);
+                        const auto ref = run_jacobi<T>(s, bad_sym, bad, &info_ref);
+                        tessera::detail::set_linalg_lanes(true, isa);
+                        EXPECT_TRUE(others_same(got.w, clean.w, p));
+                        EXPECT_TRUE(others_same(got.v, clean.v, p));
+                        EXPECT_TRUE(others_same(got.values, clean.values, p));
+                        EXPECT_TRUE(others_same(got.u, clean.u, p));
+                        EXPECT_TRUE(others_same(got.sv, clean.sv, p));
+                        EXPECT_TRUE(others_same(got.vh, clean.vh, p));
+                        EXPECT_TRUE(others_same(got.singular, clean.singular, p));
+                        for (std::size_t i = 0; i < items; ++i)
+                            EXPECT_EQ(info.data()[i], i == p ? info_ref.data()[p] : 0) << "eigh info " << i;
+                        const auto item = [&](const tensor<T>& t) {
+                            return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(p),
+                                                              static_cast<std::ptrdiff_t>(p) + 1));
+                        };
+                        const bool handed_back = how == jacobi_spoil::nan || how == jacobi_spoil::inf ||
+                                                 how == jacobi_spoil::subnormal;
+                        if (handed_back) {
+                            EXPECT_TRUE(same_bits(item(got.w), item(ref.w))) << "eigh w";
+                            EXPECT_TRUE(same_bits(item(got.v), item(ref.v))) << "eigh v";
+                            EXPECT_TRUE(same_bits(item(got.values), item(ref.values))) << "eigvalsh";
+                            EXPECT_TRUE(same_bits(item(got.singular), item(ref.singular))) << "svdvals";
+                        }
+                        if (how == jacobi_spoil::nan || how == jacobi_spoil::inf) {
+                            // svd propagates them: every output of the item is NaN.
+                            for (const tensor<T>* t : {&got.u, &got.sv, &got.vh, &got.singular}) {
+                                const auto x = item(*t);
+                                for (const T e : x.values()) EXPECT_TRUE(std::isnan(e)) << "svd of a non-finite item";
+                            }
+                        }
+                        if (handed_back || how == jacobi_spoil::zero) {
+                            // The per-matrix path decides; the block has no column of U for a
+                            // zero singular value.
+                            EXPECT_TRUE(same_bits(item(got.u), item(ref.u))) << "svd u";
+                            EXPECT_TRUE(same_bits(item(got.sv), item(ref.sv))) << "svd s";
+                            EXPECT_TRUE(same_bits(item(got.vh), item(ref.vh))) << "svd vh";
+                        }
+                        if (!handed_back) expect_jacobi_item<T>(got, bad_sym, bad, p, tol);
+                        if (info_ref.data()[p] != 0) {
+                            try {
+                                (void)tessera::eigvalsh(s, bad_sym);
+                                ADD_FAILURE() << "eigvalsh did not throw";
+                            } catch (const tessera::linalg_error& e) {
+                                EXPECT_EQ(e.item(), p);
+                                EXPECT_EQ(e.info(), info_ref.data()[p]);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
 // The warm out-parameter forms of a 1000-item batch make no heap allocation, and each op is one
 // dispatch: inline on one thread, one parallel dispatch on two.
 TYPED_TEST(LanesTest, WarmBatchesAllocateNothingAndDispatchOnce) {

@@ -54,20 +54,27 @@
 // A pivot counts as zero when its magnitude is below the smallest normal number (zero or
 // subnormal); only exact (or subnormal) singularity is detected - a nearly singular matrix gives
 // large, inaccurate results, not an error. NaN or infinite inputs propagate to the outputs and are
-// not reported, except by eigh and eigvalsh, whose iteration then does not converge.
+// not reported (svd and svdvals give NaN for all of the item's outputs), except by eigh and
+// eigvalsh, whose iteration then does not converge.
 //
 // Algorithms, real matrices of size 2 to 8 (inverse, solve, cholesky, lu, det, slogdet): SIMD
 // across the batch. W matrices at a time (W = the vector width in elements: 8 floats or 4 doubles
 // with AVX2, 16 or 8 with AVX-512, chosen at run time) sit one per vector lane, and each
 // instruction works on all W: LU with partial pivoting (per-lane pivot choice and row swaps by
 // selects, multipliers divided by the pivot as in Eigen), the closed form for 2 x 2 inverse and
-// solve and for 2 x 2 and 3 x 3 det, Cholesky as below. A batch whose items are interleaved
+// solve and for 2 x 2 and 3 x 3 det, Cholesky as below. Real eigh, eigvalsh, svd and svdvals at
+// n = 2 and 3 run the same way, 2 W matrices per block, by Jacobi rotations (two-sided for eigh,
+// one rotation at n = 2; one-sided for svd) on each item scaled by a power of two, every lane
+// rotating until its own off-diagonal entries (svd: column products) are negligible; eigvalsh and
+// svdvals give the bits of eigh's and svd's values. A batch whose items are interleaved
 // (a [n, n, batch] array seen as [batch, n, n] through permute({2, 0, 1}), batch stride 1) is
 // read and written with one vector access per element; a dense batch with W x W shuffle
 // transposes; any other layout element by element. An item the block cannot finish (a zero or
 // subnormal pivot, a determinant or partial pivot product outside the normal range, a
-// non-positive Cholesky pivot) is redone alone by the per-matrix path below, which decides its
-// failure code; its outputs are not written by the block first. Each lane computes alone, so an
+// non-positive Cholesky pivot; for the Jacobi ops a NaN, infinite or all-subnormal item, a zero
+// matrix for svd, a 3 x 3 singular value too small for its column of U to be orthogonal to the
+// others, an item still rotating after 12 sweeps) is redone alone by the per-matrix path below,
+// which decides its failure code; its outputs are not written by the block first. Each lane computes alone, so an
 // item's result does not depend on the other items, the block size or the layout.
 //
 // Per-matrix path (complex types, n = 1 and n > 8, and the items handed back): 1 x 1 to 3 x 3
