@@ -1,19 +1,19 @@
 // batched_linalg_bench.cpp - batched solve (one right-hand side), inverse, cholesky and det on
-// 10,000 matrices of every size 2..8 and 32, and svd at 2, 4, 8 and 32, float and double:
-// tessera's out-parameter forms at 1 thread and at all threads, at 1 thread on batches stored
-// interleaved ([n, n, batch]) and on its per-matrix path (the SIMD-across-batch kernels switched
-// off), n <= 8, side by side with single-threaded Eigen
+// 10,000 matrices of every size 2..8 and 32, and svd and eigh at 2, 3, 4, 8 and 32, float and
+// double: tessera's out-parameter forms at 1 thread and at all threads, and at 1 thread on its
+// per-matrix path (the SIMD-across-batch kernels switched off) and, for the factorisations, on
+// batches stored interleaved ([n, n, batch]), n <= 8, side by side with single-threaded Eigen
 // loops over the same row-major data: fixed-size Eigen types for n <= 8 (bench/support/
-// linalg_loops.hpp) compiled for the build's target and, for solve, inverse, cholesky and det,
-// compiled with -march=native (the target of tessera's widest kernels here); for 32,
-// dynamic-size decompositions built once and reused across items, as a careful Eigen user would
-// write it. `--summary` prints tessera's time against each baseline, with the targets for the
-// SIMD-across-batch kernels against the native Eigen loop.
+// linalg_loops.hpp) compiled for the build's target and with -march=native (the target of
+// tessera's widest kernels here); for 32, dynamic-size decompositions built once and reused
+// across items, as a careful Eigen user would write it. `--summary` prints tessera's time against
+// each baseline, with the targets for the SIMD-across-batch kernels against the native Eigen loop.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
+#include <Eigen/Eigenvalues>
 #include <Eigen/LU>
 #include <Eigen/SVD>
 
@@ -34,7 +34,8 @@
 
 // The same loops compiled with -march=native (bench/native/eigen_native.cpp).
 extern "C" bool tessera_bench_eigen_native_linalg(int bytes, int op, int n, const void* a,
-                                                  const void* b, void* out, std::size_t batch);
+                                                  const void* b, void* out, void* out2,
+                                                  void* out3, std::size_t batch);
 
 namespace {
 
@@ -42,7 +43,10 @@ using benchmark::Counter;
 
 constexpr std::size_t batch = 10000;
 
-enum class op { solve, inverse, cholesky, det, svd };
+enum class op { solve, inverse, cholesky, det, svd, eigh };
+
+/// svd and eigh: no interleaved variant, sizes 2, 3, 4, 8 (and 32).
+bool is_decomposition(op o) { return o == op::svd || o == op::eigh; }
 
 const char* op_name(op o) {
     switch (o) {
@@ -51,6 +55,7 @@ const char* op_name(op o) {
         case op::cholesky: return "Cholesky";
         case op::det: return "Det";
         case op::svd: return "Svd";
+        case op::eigh: return "Eigh";
     }
     return "?";
 }
@@ -63,12 +68,13 @@ const char* type_name() {
 // Inputs and outputs of one case; made in a setup session, they outlive it.
 template <class T>
 struct operands {
-    tessera::tensor<T> a;   // general (solve, inverse, svd) or SPD (cholesky), [batch, n, n]
+    tessera::tensor<T> a;   // general (solve, inverse, det, svd), SPD (cholesky) or symmetric
+                            // (eigh), [batch, n, n]
     tessera::tensor<T> b;   // [batch, n, 1]
     tessera::tensor<T> x;   // [batch, n, 1]
-    tessera::tensor<T> m1;  // [batch, n, n]: inverse, L or U
+    tessera::tensor<T> m1;  // [batch, n, n]: inverse, L, U or eigh's V
     tessera::tensor<T> m2;  // [batch, n, n]: V^H
-    tessera::tensor<T> sv;  // [batch, n]
+    tessera::tensor<T> sv;  // [batch, n]: singular values or eigenvalues
     tessera::tensor<T> d;   // [batch]: det
 };
 
@@ -92,6 +98,8 @@ operands<T> make_operands(op o, std::size_t n) {
                         T acc = r == c ? static_cast<T>(n) : T(0);
                         for (std::size_t k = 0; k < n; ++k) acc += m[r * n + k] * m[c * n + k];
                         a[r * n + c] = acc;
+                    } else if (o == op::eigh) {  // M + M^T
+                        a[r * n + c] = m[r * n + c] + m[c * n + r];
                     } else {  // M + n I, well conditioned
                         a[r * n + c] = m[r * n + c] + (r == c ? static_cast<T>(n) : T(0));
                     }
@@ -125,6 +133,7 @@ void run_tessera(tessera::session& s, op o, operands<T>& d, bool interleaved) {
         case op::cholesky: tessera::cholesky(s, a, m1); break;
         case op::det: tessera::det(s, a, d.d); break;
         case op::svd: tessera::svd(s, a, m1, d.sv, d.m2); break;
+        case op::eigh: tessera::eigh(s, a, d.sv, m1); break;
     }
 }
 
@@ -172,29 +181,18 @@ tessera_bench::linalg_op loop_op(op o) {
         case op::solve: return tessera_bench::linalg_op::solve;
         case op::inverse: return tessera_bench::linalg_op::inverse;
         case op::cholesky: return tessera_bench::linalg_op::cholesky;
-        default: return tessera_bench::linalg_op::det;
+        case op::det: return tessera_bench::linalg_op::det;
+        case op::svd: return tessera_bench::linalg_op::svd;
+        case op::eigh: return tessera_bench::linalg_op::eigh;
     }
+    return tessera_bench::linalg_op::det;
 }
 
-/// The output of the shared loops: x, the n x n result or det.
+/// The outputs of the shared loops: x, the n x n result (or svd's U, eigh's V) or det; svd's
+/// singular values or eigh's eigenvalues; svd's V^H.
 template <class T>
 T* loop_out(op o, operands<T>& d) {
     return o == op::solve ? d.x.data() : o == op::det ? d.d.data() : d.m1.data();
-}
-
-// svd at n = 2, 4, 8: fixed-size JacobiSVD.
-template <class T, int N>
-void eigen_svd_loop(operands<T>& d) {
-    using matrix = Eigen::Matrix<T, N, N, Eigen::RowMajor>;
-    using vector = Eigen::Matrix<T, N, 1>;
-    constexpr std::size_t nn = N * N;
-    for (std::size_t i = 0; i < batch; ++i) {
-        const Eigen::JacobiSVD<matrix> svd(Eigen::Map<const matrix>(d.a.data() + i * nn),
-                                           Eigen::ComputeFullU | Eigen::ComputeFullV);
-        Eigen::Map<matrix>(d.m1.data() + i * nn) = svd.matrixU();
-        Eigen::Map<vector>(d.sv.data() + i * N) = svd.singularValues();
-        Eigen::Map<matrix>(d.m2.data() + i * nn) = svd.matrixV().adjoint();
-    }
 }
 
 // n = 32: dynamic-size decompositions made once, reused for every item (no per-item allocation).
@@ -229,6 +227,17 @@ void eigen_loop_dynamic(op o, operands<T>& d, Eigen::Index n) {
             }
             break;
         }
+        case op::eigh: {
+            Eigen::SelfAdjointEigenSolver<matrix> es(n);
+            matrix m(n, n);
+            for (std::size_t i = 0; i < batch; ++i) {
+                m = Eigen::Map<const matrix>(a + i * nn, n, n);
+                es.compute(m);
+                Eigen::Map<matrix>(d.m1.data() + i * nn, n, n) = es.eigenvectors();
+                Eigen::Map<vector>(d.sv.data() + i * n, n) = es.eigenvalues();
+            }
+            break;
+        }
         case op::svd: {
             Eigen::JacobiSVD<matrix> svd(n, n, Eigen::ComputeFullU | Eigen::ComputeFullV);
             matrix m(n, n);
@@ -245,29 +254,20 @@ void eigen_loop_dynamic(op o, operands<T>& d, Eigen::Index n) {
 }
 
 /// The Eigen loop at the build's target, or with `native` the same fixed-size loop compiled with
-/// -march=native (solve, inverse, cholesky and det at n <= 8 only).
+/// -march=native (n <= 8 only).
 template <class T>
 void BM_EigenLoop(benchmark::State& state, op o, bool native) {
     const auto n = static_cast<int>(state.range(0));
     operands<T> d = make_operands<T>(o, static_cast<std::size_t>(n));
     const auto body = [&] {
-        if (o == op::svd) {
-            switch (n) {
-                case 2: eigen_svd_loop<T, 2>(d); return;
-                case 4: eigen_svd_loop<T, 4>(d); return;
-                case 8: eigen_svd_loop<T, 8>(d); return;
-                default: break;
-            }
-        } else if (native) {
-            if (tessera_bench_eigen_native_linalg(static_cast<int>(sizeof(T)),
-                                                  static_cast<int>(loop_op(o)), n, d.a.data(),
-                                                  d.b.data(), loop_out(o, d), batch))
-                return;
-        } else if (tessera_bench::eigen_linalg<T>(loop_op(o), n, d.a.data(), d.b.data(),
-                                                  loop_out(o, d), batch)) {
-            return;
-        }
-        eigen_loop_dynamic<T>(o, d, n);
+        const bool done =
+            native ? tessera_bench_eigen_native_linalg(static_cast<int>(sizeof(T)),
+                                                      static_cast<int>(loop_op(o)), n, d.a.data(),
+                                                      d.b.data(), loop_out(o, d), d.sv.data(),
+                                                      d.m2.data(), batch)
+                   : tessera_bench::eigen_linalg<T>(loop_op(o), n, d.a.data(), d.b.data(),
+                                                    loop_out(o, d), d.sv.data(), d.m2.data(), batch);
+        if (!done) eigen_loop_dynamic<T>(o, d, n);
     };
     body();  // warm, as for tessera
     for (auto _ : state) {
@@ -279,11 +279,12 @@ void BM_EigenLoop(benchmark::State& state, op o, bool native) {
 
 // ---- registration --------------------------------------------------------------------------
 
-constexpr op ops[] = {op::solve, op::inverse, op::cholesky, op::det, op::svd};
+constexpr op ops[] = {op::solve, op::inverse, op::cholesky, op::det, op::svd, op::eigh};
 
-/// Sizes per op: every n in 2..8 (the SIMD-across-batch kernels) and 32; svd 2, 4, 8 and 32.
+/// Sizes per op: every n in 2..8 (the SIMD-across-batch kernels) and 32; svd and eigh 2, 3 (their
+/// SIMD-across-batch kernels), 4, 8 and 32.
 std::vector<std::int64_t> sizes(op o) {
-    if (o == op::svd) return {2, 4, 8, 32};
+    if (is_decomposition(o)) return {2, 3, 4, 8, 32};
     return {2, 3, 4, 5, 6, 7, 8, 32};
 }
 
@@ -313,28 +314,31 @@ void register_type() {
         }
         repeated(t);
         repeated(e);
-        if (o == op::svd) continue;
         auto* p = benchmark::RegisterBenchmark(bench_name(o, "PerMatrix", type).c_str(),
                                                [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::per_matrix); });
-        auto* il = benchmark::RegisterBenchmark(bench_name(o, "Interleaved", type).c_str(),
-                                                [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::interleaved); });
         auto* v = benchmark::RegisterBenchmark(bench_name(o, "EigenNative", type).c_str(),
                                                [o](benchmark::State& st) { BM_EigenLoop<T>(st, o, true); });
-        for (std::int64_t n = 2; n <= 8; ++n) {
+        for (std::int64_t n : sizes(o)) {
+            if (n > 8) continue;
             p->Args({n, 1});
-            il->Args({n, 1});
             v->Args({n});
         }
         repeated(p);
-        repeated(il);
         repeated(v);
+        if (is_decomposition(o)) continue;
+        auto* il = benchmark::RegisterBenchmark(bench_name(o, "Interleaved", type).c_str(),
+                                                [o](benchmark::State& st) { BM_Tessera<T>(st, o, path::interleaved); });
+        for (std::int64_t n = 2; n <= 8; ++n) il->Args({n, 1});
+        repeated(il);
     }
 }
 
 // ---- the summary ---------------------------------------------------------------------------
 
-/// The speed-up over the native Eigen loop the SIMD-across-batch kernels aim for.
-double target_speedup(const char* type, std::int64_t n) {
+/// The speed-up over the native Eigen loop the SIMD-across-batch kernels aim for (svd and eigh:
+/// at n = 2 and 3, where they have such kernels).
+double target_speedup(op o, const char* type, std::int64_t n) {
+    if (is_decomposition(o)) return 10.0;
     const bool f32 = type[1] == '3';
     return n <= 4 ? (f32 ? 4.0 : 2.0) : (f32 ? 2.0 : 1.5);
 }
@@ -350,16 +354,20 @@ void print_summary(const tessera_bench::results& r) {
                 const auto one = median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Tessera", type), n));
                 const auto eigen = median_ns(r, fmt::format("{}/{}", bench_name(o, "EigenLoop", type), n));
                 const std::string what = fmt::format("{} {}x{} {}", op_name(o), n, n, type);
-                if (o != op::svd && n <= 8) {
+                if (n <= 8) {
                     const auto native = median_ns(r, fmt::format("{}/{}", bench_name(o, "EigenNative", type), n));
-                    targets.add(what + " vs Eigen native", one, native, goal::speedup_at_least,
-                                target_speedup(type, n));
+                    if (!is_decomposition(o) || n <= 3)
+                        targets.add(what + " vs Eigen native", one, native, goal::speedup_at_least,
+                                    target_speedup(o, type, n));
+                    else
+                        table.add(what + " vs Eigen native", one, native, goal::info);
                     table.add(what + ", per-matrix path vs Eigen native",
                               median_ns(r, fmt::format("{}/{}/1", bench_name(o, "PerMatrix", type), n)),
                               native, goal::info);
-                    table.add(what + ", interleaved [n, n, batch] vs Eigen native",
-                              median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
-                              native, goal::info);
+                    if (!is_decomposition(o))
+                        table.add(what + ", interleaved [n, n, batch] vs Eigen native",
+                                  median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
+                                  native, goal::info);
                 }
                 table.add(what + ", 1 thread vs Eigen default target", one, eigen, goal::info);
                 if (threads > 1)

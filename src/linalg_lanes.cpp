@@ -35,10 +35,29 @@ std::uint32_t block_baseline(const lane_run<T>& r, std::size_t& at) noexcept {
     return lanes::run_blocks<Op, 16 / sizeof(T), N>(r, at);
 }
 
+// The Jacobi kernels' 512-bit clone ran at half the speed of their 256-bit one here (GCC 12
+// builds some of its selects lane by lane, a scalar comparison each), so AVX-512 CPUs run those
+// ops on the AVX2 kernels, and the 512-bit ones are not compiled.
+constexpr kernel_isa level_for(lane_op op, kernel_isa isa) noexcept {
+    return is_jacobi(op) && isa == kernel_isa::avx512 ? kernel_isa::avx2 : isa;
+}
+
 template <class T, lane_op Op, int N>
 constexpr lane_fn<T> pick(kernel_isa isa) noexcept {
     if constexpr (is_jacobi(Op) && N > max_jacobi_lane_n) {
         return nullptr;
+    } else if constexpr (is_jacobi(Op)) {
+        switch (level_for(Op, isa)) {
+#if defined(__x86_64__) || defined(__i386__)
+            case kernel_isa::avx2: return &block_avx2<Op, T, N>;
+            case kernel_isa::avx512:
+#else
+            case kernel_isa::avx512:
+            case kernel_isa::avx2:
+#endif
+            case kernel_isa::baseline: break;
+        }
+        return &block_baseline<Op, T, N>;
     } else {
         switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,7 +132,7 @@ lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept {
     const int level = current_level();
     if (n < min_lane_n || n > max_lane_n || level < 0) return nullptr;
     const auto isa = static_cast<kernel_isa>(level);
-    lanes = block_items(op, width(isa, sizeof(T)));
+    lanes = width(level_for(op, isa), sizeof(T));
     return table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(op)][n - min_lane_n];
 }
 

@@ -51,22 +51,15 @@ constexpr bool is_jacobi(lane_op op) noexcept {
            op == lane_op::svdvals;
 }
 
-/// Items per block of `op` at vector width W: two vectors' worth for the Jacobi ops (see
-/// src/linalg_lanes_kernels.hpp), one for the others. At most 32 (the hand-back bits).
-constexpr int block_items(lane_op op, int width) noexcept {
-    return is_jacobi(op) ? 2 * width : width;
-}
-
-/// Runs an op on the items of `run` from `at` on, a block (block_items) at a time. Returns 0,
-/// with `at` = run.count, when all are done; or stops after a block with items it hands back to
-/// the per-matrix kernel and returns them as bits (bit l: item at + l), with `at` at that block's
-/// first item.
+/// Runs an op on the items of `run` from `at` on, W at a time. Returns 0, with `at` = run.count,
+/// when all are done; or stops after a block with items it hands back to the per-matrix kernel
+/// and returns them as bits (bit l: item at + l), with `at` at that block's first item.
 template <class T>
 using lane_fn = std::uint32_t (*)(const lane_run<T>& run, std::size_t& at) noexcept;
 
 /// The block kernel of `op` for n x n matrices on this CPU, or nullptr when there is none (n
 /// outside 2..8, or above 3 for the Jacobi ops) or the SIMD-across-batch kernels are switched
-/// off; `lanes` is set to the items per block.
+/// off; `lanes` is set to W.
 template <class T>
 lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept;
 

@@ -482,10 +482,33 @@ template <int N, class V>
 }
 
 // ---- symmetric eigenproblems and singular values: Jacobi rotations ------------------------------
+//
+// Conditions here are kept as flag vectors (1 where set, else 0) and combined by selects on
+// comparisons, never as comparison masks combined with & or | or copied out: GCC (12) builds
+// such a mask lane by lane, with a scalar comparison per lane, inside the AVX-512 clone (the
+// factorisations above can afford it, a few times per block; a rotation cannot, once per pair
+// and sweep).
 
 /// Sweeps over every pair (n = 3) after which a lane that still needs a rotation is handed back.
 /// Jacobi converges quadratically: 3 or 4 sweeps in float and double on random matrices.
 inline constexpr int max_sweeps = 12;
+
+/// The lanes below `count` whose flag is set, as bits.
+template <int W, class V>
+[[gnu::always_inline]] inline std::uint32_t flag_bits(V flags, int count) noexcept {
+    std::uint32_t bits = 0;
+    for (int l = 0; l < W; ++l)
+        if (l < count && flags[l] != 0) bits |= std::uint32_t{1} << l;
+    return bits;
+}
+
+/// Whether any lane of x is above zero.
+template <class V>
+[[gnu::always_inline]] inline bool any_positive(V x) noexcept {
+    bool any = false;
+    for (int l = 0; l < lane_count<V>; ++l) any |= x[l] > 0;
+    return any;
+}
 
 /// The power of two at or below |x| (x normal): x with its sign and mantissa bits cleared.
 template <class V>
@@ -504,27 +527,30 @@ template <class V>
 
 /// Scales the E entries of m so that the largest magnitude of each lane lies in [1, 2), by a power
 /// of two (exact, so a diagonal matrix keeps its bits); returns that power. Lanes whose largest
-/// magnitude is not finite or is subnormal are set to `bad` and zeroed, so that they converge at
-/// once (they are handed back); an all-zero lane keeps scale 1.
+/// magnitude is NaN, infinite or subnormal get the flag `bad` and are zeroed, so that they are
+/// done at once (they are handed back); an all-zero lane keeps scale 1.
 template <int E, class V>
-[[gnu::always_inline]] inline V scale_down(V (&m)[E], mask_t<V>& bad) noexcept {
+[[gnu::always_inline]] inline V scale_down(V (&m)[E], V& bad) noexcept {
     using T = elem_t<V>;
+    const V one = splat<V>(T(1));
     V largest = vabs(m[0]);
     for (int e = 1; e < E; ++e) {
         const V x = vabs(m[e]);
-        // NaN must win, so that such a lane is caught below: x > largest is false for a NaN x.
-        largest = (x > largest) | (x != x) ? x : largest;
+        largest = x > largest ? x : largest;
+        largest = x != x ? x : largest;  // NaN wins, so that such a lane is caught below
     }
-    const mask_t<V> zero = largest == T(0);
-    bad = ~(largest <= std::numeric_limits<T>::max()) | (~zero & (largest < std::numeric_limits<T>::min()));
-    const V scale = zero | bad ? splat<V>(T(1)) : pow2_floor(largest);
+    // Usable: normal and finite (a NaN fails both comparisons), or exactly zero.
+    const V normal = largest >= std::numeric_limits<T>::min() ? one : V{};
+    const V usable = largest <= std::numeric_limits<T>::max() ? normal : V{};
+    bad = largest == T(0) ? V{} : one - usable;
+    const V scale = usable > T(0) ? pow2_floor(largest) : one;
     const V inv = T(1) / scale;  // a power of two too: exact
-    for (int e = 0; e < E; ++e) m[e] = bad ? V{} : m[e] * inv;
+    for (int e = 0; e < E; ++e) m[e] = bad > T(0) ? V{} : m[e] * inv;
     return scale;
 }
 
 /// The rotation [c s; -s c] that diagonalises the symmetric 2 x 2 [x z; z y] (t = s / c), or
-/// the identity in the lanes not set in `rotate`.
+/// the identity in the lanes where `need` is not above zero.
 template <class V>
 struct rotation {
     V c, s, t;
@@ -535,11 +561,11 @@ struct rotation {
 /// c = 1 / sqrt(1 + t^2), s = t c; since (|d| + h)^2 + 4 z^2 = 2 h (|d| + h), one division
 /// q = 1 / (2 h (|d| + h)) gives all three: c = (|d| + h) sqrt(q), s = 2 z sign(d) sqrt(q),
 /// t = 2 z sign(d) 2 h q. Two square roots and one division per rotation (the division and
-/// square root unit is what a rotation waits on). The callers rotate only where z^2 is at
-/// least the smallest normal number, so q cannot overflow; the matrices are scaled (largest
-/// entry in [1, 2)), so nothing else can.
+/// square root unit is what a rotation waits on). The callers rotate only where z^2 is above the
+/// smallest normal number, so q cannot overflow; the matrices are scaled (largest entry in
+/// [1, 2)), so nothing else can.
 template <class V>
-[[gnu::always_inline]] inline rotation<V> jacobi_rotation(V x, V y, V z, mask_t<V> rotate) noexcept {
+[[gnu::always_inline]] inline rotation<V> jacobi_rotation(V x, V y, V z, V need) noexcept {
     using T = elem_t<V>;
     const V d = y - x;
     const V num = d < T(0) ? -(z + z) : z + z;
@@ -547,8 +573,8 @@ template <class V>
     const V den = vabs(d) + h;
     const V q = T(1) / ((h + h) * den);
     const V root = vsqrt(q);
-    return {rotate ? den * root : splat<V>(T(1)), rotate ? num * root : V{},
-            rotate ? num * (h + h) * q : V{}};
+    return {need > T(0) ? den * root : splat<V>(T(1)), need > T(0) ? num * root : V{},
+            need > T(0) ? num * (h + h) * q : V{}};
 }
 
 /// Applies the rotation to columns p and q of the N x N m: column p becomes c p - s q, column q
@@ -564,50 +590,51 @@ template <int N, class V>
     }
 }
 
-/// Whether any lane of m is set.
-template <class M>
-[[gnu::always_inline]] inline bool any_lane(M m) noexcept {
-    return lane_bits<lane_count<M>>(m, lane_count<M>) != 0;
-}
-
-/// Runs sweep() until unfinished() (the lanes some pair of which still needs a rotation) is
-/// empty, at most max_sweeps times; returns the lanes left unfinished. A lane stops changing once
-/// it is finished (its rotations are the identity), so its result does not depend on the other
-/// lanes.
+/// Runs sweep() until no lane's unfinished() (the largest `need` over its pairs) is above zero,
+/// at most max_sweeps times; returns the flags of the lanes left unfinished. A lane stops
+/// changing once it is finished (its rotations are the identity), so its result does not depend
+/// on the other lanes.
 template <class Unfinished, class Sweep>
 [[gnu::always_inline]] inline auto sweeps_until_done(const Unfinished& unfinished,
                                                      const Sweep& sweep) noexcept {
+    using V = decltype(unfinished());
+    using T = elem_t<V>;
 #pragma GCC unroll 1
     for (int k = 0; k < max_sweeps; ++k) {
-        if (!any_lane(unfinished())) return decltype(unfinished()){};
+        if (!any_positive(unfinished())) return V{};
         sweep();
     }
-    return unfinished();
+    return unfinished() > T(0) ? splat<V>(T(1)) : V{};
 }
 
 /// Cyclic Jacobi on the symmetric N x N matrices in a (scaled, both halves filled): afterwards
 /// the diagonal holds the eigenvalues (unsorted) and, when Vectors, v (the identity on entry)
 /// the eigenvectors as columns. A pair is rotated while |a_pq| > epsilon max(|a_pp|, |a_qq|) (so
-/// small eigenvalues keep their relative accuracy where the matrix allows it), and its entry is
-/// then set to exactly zero. Returns the lanes that still need a rotation after max_sweeps.
+/// small eigenvalues keep their relative accuracy where the matrix allows it) and a_pq^2 is
+/// normal, and its entry is then set to exactly zero. Returns the flags of the lanes that still
+/// need a rotation after max_sweeps.
 template <int N, bool Vectors, class V>
-[[gnu::always_inline]] inline mask_t<V> jacobi_eigen(V (&a)[N * N], V (&v)[N * N]) noexcept {
+[[gnu::always_inline]] inline V jacobi_eigen(V (&a)[N * N], V (&v)[N * N]) noexcept {
     using T = elem_t<V>;
     constexpr T eps2 = std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
-    // Squares: no square root, and an entry whose square underflows is negligible beside the
-    // scaled matrix's largest, which is at least 1.
-    const auto needs_rotation = [&](int p, int q) {
+    // Above zero where the pair needs a rotation. Squares: no square root, and an entry whose
+    // square is not normal is negligible beside the scaled matrix's largest, at least 1.
+    const auto need = [&](int p, int q) {
         const V xx = a[p * N + p] * a[p * N + p], yy = a[q * N + q] * a[q * N + q];
-        const V zz = a[p * N + q] * a[p * N + q];
-        return (zz > eps2 * (xx > yy ? xx : yy)) & (zz >= std::numeric_limits<T>::min());
+        V limit = eps2 * (xx > yy ? xx : yy);
+        limit = limit > std::numeric_limits<T>::min() ? limit : splat<V>(std::numeric_limits<T>::min());
+        return a[p * N + q] * a[p * N + q] - limit;
     };
     const auto unfinished = [&] {
-        mask_t<V> m{};
+        V most = need(0, 1);
 #pragma GCC unroll 8
         for (int p = 0; p < N - 1; ++p)
 #pragma GCC unroll 8
-            for (int q = p + 1; q < N; ++q) m |= needs_rotation(p, q);
-        return m;
+            for (int q = p + 1; q < N; ++q) {
+                const V x = need(p, q);
+                most = x > most ? x : most;
+            }
+        return most;
     };
     const auto sweep = [&] {
 #pragma GCC unroll 8
@@ -615,11 +642,11 @@ template <int N, bool Vectors, class V>
 #pragma GCC unroll 8
             for (int q = p + 1; q < N; ++q) {
                 const V x = a[p * N + p], y = a[q * N + q], z = a[p * N + q];
-                const mask_t<V> rotate = needs_rotation(p, q);
+                const V rotate = need(p, q);
                 const rotation<V> g = jacobi_rotation(x, y, z, rotate);
                 a[p * N + p] = x - g.t * z;
                 a[q * N + q] = y + g.t * z;
-                a[p * N + q] = a[q * N + p] = rotate ? V{} : z;
+                a[p * N + q] = a[q * N + p] = rotate > T(0) ? V{} : z;
 #pragma GCC unroll 8
                 for (int r = 0; r < N; ++r) {
                     if (r == p || r == q) continue;
@@ -634,22 +661,22 @@ template <int N, bool Vectors, class V>
     // At N = 2 the one rotation sets the one off-diagonal pair to zero: done.
     if constexpr (N == 2) {
         sweep();
-        return mask_t<V>{};
+        return V{};
     } else {
         return sweeps_until_done(unfinished, sweep);
     }
 }
 
 /// One-sided Jacobi (Hestenes) on the N x N matrices in a (scaled): rotates pairs of columns
-/// while |a_p . a_q| > N epsilon |a_p| |a_q| (the rounding of the dot products is about that),
-/// accumulating the rotations in v (the identity on entry) when Vectors; then a = U diag(sigma)
-/// with sigma the column norms, and A = a V^T. Returns the lanes that still need a rotation
-/// after max_sweeps.
+/// while |a_p . a_q| > N epsilon |a_p| |a_q| (the rounding of the dot products is about that)
+/// and (a_p . a_q)^2 is normal, accumulating the rotations in v (the identity on entry) when
+/// Vectors; then a = U diag(sigma) with sigma the column norms, and A = a V^T. Returns the flags
+/// of the lanes that still need a rotation after max_sweeps.
 template <int N, bool Vectors, class V>
-[[gnu::always_inline]] inline mask_t<V> jacobi_svd(V (&a)[N * N], V (&v)[N * N]) noexcept {
+[[gnu::always_inline]] inline V jacobi_svd(V (&a)[N * N], V (&v)[N * N]) noexcept {
     using T = elem_t<V>;
     constexpr T tol2 = T(N * N) * std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
-    // The pair's Gram matrix [x z; z y].
+    // The pair's Gram matrix [x z; z y]; returns the need for a rotation, as jacobi_eigen's.
     const auto gram = [&](int p, int q, V& x, V& y, V& z) {
         x = a[p] * a[p];
         y = a[q] * a[q];
@@ -660,17 +687,21 @@ template <int N, bool Vectors, class V>
             y += a[r * N + q] * a[r * N + q];
             z += a[r * N + p] * a[r * N + q];
         }
-        const V zz = z * z;
-        return (zz > tol2 * (x * y)) & (zz >= std::numeric_limits<T>::min());
+        V limit = tol2 * (x * y);
+        limit = limit > std::numeric_limits<T>::min() ? limit : splat<V>(std::numeric_limits<T>::min());
+        return z * z - limit;
     };
     const auto unfinished = [&] {
-        mask_t<V> m{};
         V x, y, z;
+        V most = gram(0, 1, x, y, z);
 #pragma GCC unroll 8
         for (int p = 0; p < N - 1; ++p)
 #pragma GCC unroll 8
-            for (int q = p + 1; q < N; ++q) m |= gram(p, q, x, y, z);
-        return m;
+            for (int q = p + 1; q < N; ++q) {
+                const V e = gram(p, q, x, y, z);
+                most = e > most ? e : most;
+            }
+        return most;
     };
     const auto sweep = [&] {
 #pragma GCC unroll 8
@@ -678,7 +709,7 @@ template <int N, bool Vectors, class V>
 #pragma GCC unroll 8
             for (int q = p + 1; q < N; ++q) {
                 V x, y, z;
-                const mask_t<V> rotate = gram(p, q, x, y, z);
+                const V rotate = gram(p, q, x, y, z);
                 const rotation<V> g = jacobi_rotation(x, y, z, rotate);
                 rotate_columns<N>(a, p, q, g);
                 if constexpr (Vectors) rotate_columns<N>(v, p, q, g);
@@ -688,7 +719,7 @@ template <int N, bool Vectors, class V>
     // At N = 2 one rotation; svd_block finishes the pair (see there).
     if constexpr (N == 2) {
         sweep();
-        return mask_t<V>{};
+        return V{};
     } else {
         return sweeps_until_done(unfinished, sweep);
     }
@@ -701,17 +732,20 @@ template <int N, bool Descending, class V>
 [[gnu::always_inline]] inline void sort_columns(V (&key)[N], std::type_identity_t<V>* m,
                                                 std::type_identity_t<V>* m2) noexcept {
     const auto exchange = [&](int i, int j) {
-        const mask_t<V> swap = Descending ? key[j] > key[i] : key[j] < key[i];
-        const V ki = key[i];
-        key[i] = swap ? key[j] : ki;
-        key[j] = swap ? ki : key[j];
+        const V ki = key[i], kj = key[j];
+        const auto swap = [&](V x, V y) {
+            if constexpr (Descending) return kj > ki ? y : x;
+            else return kj < ki ? y : x;
+        };
+        key[i] = swap(ki, kj);
+        key[j] = swap(kj, ki);
         for (V* x : {m, m2}) {
             if (x == nullptr) continue;
 #pragma GCC unroll 8
             for (int r = 0; r < N; ++r) {
-                const V xi = x[r * N + i];
-                x[r * N + i] = swap ? x[r * N + j] : xi;
-                x[r * N + j] = swap ? xi : x[r * N + j];
+                const V xi = x[r * N + i], xj = x[r * N + j];
+                x[r * N + i] = swap(xi, xj);
+                x[r * N + j] = swap(xj, xi);
             }
         }
     };
@@ -876,69 +910,27 @@ template <int W, int N, class T>
     return redo;
 }
 
-// The Jacobi kernels work on two blocks of W items at once, in vectors of 2 W lanes (two
-// registers each): a rotation is a chain of two square roots and a division that one block alone
-// leaves the vector units idle on. Items move in and out as two blocks of W, through the layouts
-// above.
-
-/// All bits below `count` (count <= 32).
-inline std::uint32_t low_bits(int count) noexcept {
-    return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
-}
-
-/// Reads operand k's R x C matrices of items at..at + count (count <= 2 W) into vectors of 2 W
-/// lanes (lanes at or past `count` repeat the last item).
-template <int W, int R, int C, class T, class V2>
-[[gnu::always_inline]] inline void load_pair(V2 (&m)[R * C], const lane_run<T>& r, int k,
-                                             std::size_t at, int count) noexcept {
-    using V = vec_t<T, W>;
-    const operand<T>& o = r.op[k];
-    V lo[R * C], hi[R * C];
-    load<W, R, C>(lo, items<W>(r, k, o, at, count < W ? count : W), o.rs, o.cs);
-    if (count > W) load<W, R, C>(hi, items<W>(r, k, o, at + W, count - W), o.rs, o.cs);
-    else std::memcpy(&hi[0], &lo[0], sizeof(hi));
-    for (int e = 0; e < R * C; ++e) {
-        std::memcpy(&m[e], &lo[e], sizeof(V));
-        std::memcpy(reinterpret_cast<char*>(&m[e]) + sizeof(V), &hi[e], sizeof(V));
-    }
-}
-
-/// Writes m (as load_pair reads it) to operand k's items, skipping those in `skip`.
-template <int W, int R, int C, class T, class V2>
-[[gnu::always_inline]] inline void store_pair(const V2 (&m)[R * C], const lane_run<T>& r, int k,
-                                              std::size_t at, int count, std::uint32_t skip) noexcept {
-    using V = vec_t<T, W>;
-    const operand<T>& o = r.op[k];
-    V lo[R * C], hi[R * C];
-    for (int e = 0; e < R * C; ++e) {
-        std::memcpy(&lo[e], &m[e], sizeof(V));
-        std::memcpy(&hi[e], reinterpret_cast<const char*>(&m[e]) + sizeof(V), sizeof(V));
-    }
-    store<W, R, C>(lo, items<W>(r, k, o, at, count < W ? count : W), skip & low_bits(W), o.rs, o.cs);
-    if (count > W)
-        store<W, R, C>(hi, items<W>(r, k, o, at + W, count - W), skip >> W, o.rs, o.cs);
-}
-
 /// eigh (Vectors) and eigvalsh: operands a, w, v (eigh) or a, w (eigvalsh). Only a's lower
 /// triangle is read, as on the per-matrix path; eigenvalues ascending, as Eigen gives them.
 template <int W, int N, bool Vectors, class T>
 [[gnu::always_inline]] inline std::uint32_t eigh_block(const lane_run<T>& r, std::size_t at,
                                                        int count) noexcept {
-    using V = vec_t<T, 2 * W>;
+    using V = vec_t<T, W>;
     V a[N * N], v[N * N], w[N];
-    load_pair<W, N, N>(a, r, 0, at, count);
+    load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
     for (int i = 0; i < N; ++i)
         for (int j = i + 1; j < N; ++j) a[i * N + j] = a[j * N + i];
-    mask_t<V> bad;
+    V bad;
     const V scale = scale_down<N * N>(a, bad);
     if constexpr (Vectors) set_identity<N>(v);
-    bad |= jacobi_eigen<N, Vectors>(a, v);
+    const V stuck = jacobi_eigen<N, Vectors>(a, v);
     for (int i = 0; i < N; ++i) w[i] = a[i * N + i] * scale;
     sort_columns<N, false>(w, Vectors ? v : nullptr, nullptr);
-    const std::uint32_t redo = lane_bits<2 * W>(bad, count);
-    if (redo == low_bits(count)) return redo;
-    store_pair<W, N, 1>(w, r, 1, at, count, redo);
-    if constexpr (Vectors) store_pair<W, N, N>(v, r, 2, at, count, redo);
+    const std::uint32_t redo = flag_bits<W>(bad + stuck, count);
+    if (redo == (std::uint32_t{1} << count) - 1) return redo;
+    store<W, N, 1>(w, items<W>(r, 1, r.op[1], at, count), redo, r.op[1].rs, 1);
+    if constexpr (Vectors)
+        store<W, N, N>(v, items<W>(r, 2, r.op[2], at, count), redo, r.op[2].rs, r.op[2].cs);
     return redo;
 }
 
@@ -950,18 +942,18 @@ template <int W, int N, bool Vectors, class T>
 template <int W, int N, bool Vectors, class T>
 [[gnu::always_inline]] inline std::uint32_t svd_block(const lane_run<T>& r, std::size_t at,
                                                       int count) noexcept {
-    using V = vec_t<T, 2 * W>;
+    using V = vec_t<T, W>;
     V a[N * N], v[N * N], sigma[N];
-    load_pair<W, N, N>(a, r, 0, at, count);
-    mask_t<V> bad;
+    load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
+    V bad;
     const V scale = scale_down<N * N>(a, bad);
     if constexpr (Vectors) set_identity<N>(v);
-    bad |= jacobi_svd<N, Vectors>(a, v);
+    bad += jacobi_svd<N, Vectors>(a, v);
     for (int j = 0; j < N; ++j) {  // squared column norms first: sorted, then rooted
         V x = a[j] * a[j];
         for (int i = 1; i < N; ++i) x += a[i * N + j] * a[i * N + j];
         if constexpr (Vectors && N > 2)
-            bad |= x < std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon();
+            bad = x < std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon() ? splat<V>(T(1)) : bad;
         sigma[j] = x;
     }
     sort_columns<N, true>(sigma, a, Vectors ? v : nullptr);
@@ -973,17 +965,15 @@ template <int W, int N, bool Vectors, class T>
         // unit vector and that vector turned by 90 degrees, and the smaller singular value is
         // a_1's length along the second (the part along the first, ~epsilon |A|, is a backward
         // error of that size). |a_0| >= |A|_F / sqrt(2) >= 1 / sqrt(2) unless A = 0.
-        const mask_t<V> zero = sigma[0] == T(0);
-        if constexpr (Vectors) bad |= zero;
-        const V inv = zero ? V{} : T(1) / sigma[0];
+        if constexpr (Vectors) bad = sigma[0] == T(0) ? splat<V>(T(1)) : bad;
+        const V inv = sigma[0] == T(0) ? V{} : T(1) / sigma[0];
         const V u00 = a[0] * inv, u10 = a[2] * inv;
         const V along = u00 * a[3] - u10 * a[1];  // a_1 . (-u10, u00)
-        const mask_t<V> flip = along < T(0);
-        sigma[1] = flip ? -along : along;
+        sigma[1] = along < T(0) ? -along : along;
         a[0] = u00;
         a[2] = u10;
-        a[1] = flip ? u10 : -u10;
-        a[3] = flip ? -u00 : u00;
+        a[1] = along < T(0) ? u10 : -u10;
+        a[3] = along < T(0) ? -u00 : u00;
     } else if constexpr (Vectors) {
         for (int j = 0; j < N; ++j) {
             const V inv = T(1) / sigma[j];
@@ -991,15 +981,16 @@ template <int W, int N, bool Vectors, class T>
         }
     }
     for (int j = 0; j < N; ++j) sigma[j] *= scale;
-    const std::uint32_t redo = lane_bits<2 * W>(bad, count);
-    if (redo == low_bits(count)) return redo;
-    store_pair<W, N, 1>(sigma, r, Vectors ? 2 : 1, at, count, redo);
+    const std::uint32_t redo = flag_bits<W>(bad, count);
+    if (redo == (std::uint32_t{1} << count) - 1) return redo;
+    constexpr int s_op = Vectors ? 2 : 1;
+    store<W, N, 1>(sigma, items<W>(r, s_op, r.op[s_op], at, count), redo, r.op[s_op].rs, 1);
     if constexpr (Vectors) {
-        store_pair<W, N, N>(a, r, 1, at, count, redo);
+        store<W, N, N>(a, items<W>(r, 1, r.op[1], at, count), redo, r.op[1].rs, r.op[1].cs);
         V vh[N * N];  // V^T: row j of vh is column j of V
         for (int i = 0; i < N; ++i)
             for (int j = 0; j < N; ++j) vh[i * N + j] = v[j * N + i];
-        store_pair<W, N, N>(vh, r, 3, at, count, redo);
+        store<W, N, N>(vh, items<W>(r, 3, r.op[3], at, count), redo, r.op[3].rs, r.op[3].cs);
     }
     return redo;
 }
@@ -1022,10 +1013,9 @@ template <lane_op Op, int W, int N, class T>
 /// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, until one hands items back.
 template <lane_op Op, int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r, std::size_t& at) noexcept {
-    constexpr int B = block_items(Op, W);
-    for (; at < r.count; at += B) {
+    for (; at < r.count; at += W) {
         const std::size_t left = r.count - at;
-        const int count = left < B ? static_cast<int>(left) : B;
+        const int count = left < W ? static_cast<int>(left) : W;
         if (const std::uint32_t redo = run_block<Op, W, N>(r, at, count)) return redo;
     }
     return 0;

@@ -904,11 +904,12 @@ void expect_jacobi_item(const jacobi_results<T>& r, const tensor_view<const T>& 
     }
 }
 
-// n = 1..4 (the blocks run at 2 and 3; a block is 2 W items) at batch sizes 0, 1, W +- 1,
-// 2 W +- 1, 2 W and 1000, at every level: eigh and svd reconstruct their input with orthogonal
-// vectors and sorted values, eigvalsh and svdvals agree with them, and at n = 2, 3 bit for bit
-// (they run the same rotations); eigenvalues and singular values match the spectra the inputs
-// were built from; a block of one gives the bits of a full block.
+// n = 1..4 (the blocks run at 2 and 3) at batch sizes 0, 1, W +- 1, W, 2 W +- 1, 2 W and 1000
+// (W of the level; the Jacobi blocks hold AVX2's W at the AVX-512 level), at every level: eigh
+// and svd reconstruct their input with orthogonal vectors and sorted values, eigvalsh and svdvals
+// agree with them (to rounding: the compiler may fuse the products of the two forms' rotations
+// differently), singular values match the ones the inputs were built from, and a block of one
+// gives the bits of a full block.
 TYPED_TEST(LanesTest, JacobiOpsMatchTheReferenceAtEveryBlockSize) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();
@@ -935,10 +936,6 @@ TYPED_TEST(LanesTest, JacobiOpsMatchTheReferenceAtEveryBlockSize) {
                     for (std::size_t item = 0; item < items; ++item) {
                         SCOPED_TRACE("item " + std::to_string(item));
                         expect_jacobi_item<T>(r, sym, a, item, tol);
-                        if (n == 2 || n == 3) {
-                            EXPECT_TRUE(same_bits(one(item, r.values), one(item, r.w))) << "eigvalsh bits";
-                            EXPECT_TRUE(same_bits(one(item, r.singular), one(item, r.sv))) << "svdvals bits";
-                        }
                         if (items == 1000 && item != 0 && item != 2 * w - 1 && item != 2 * w && item != items - 1)
                             continue;
                         const auto r1 = run_jacobi<T>(s, one(item, sym), one(item, a));
@@ -1209,8 +1206,9 @@ TYPED_TEST(LanesTest, SpoiledJacobiItemAtEveryLaneIsDecidedAsAlone) {
     }
 }
 
-// The warm out-parameter forms of a 1000-item batch make no heap allocation, and each op is one
-// dispatch: inline on one thread, one parallel dispatch on two.
+// The warm out-parameter forms of a 1000-item batch (every op, eigh to svdvals included) make no
+// heap allocation, and each op is one dispatch: inline on one thread, one parallel dispatch on
+// two.
 TYPED_TEST(LanesTest, WarmBatchesAllocateNothingAndDispatchOnce) {
     using T = TypeParam;
     std::mt19937_64 rng(fresh_seed());
@@ -1225,8 +1223,13 @@ TYPED_TEST(LanesTest, WarmBatchesAllocateNothingAndDispatchOnce) {
                 const auto b = values<T>(s, {items, n, 1}, rng);
                 const auto b3 = values<T>(s, {items, n, 3}, rng);
                 auto r = run_all<T>(s, a, spd, b, b3);
+                auto j = run_jacobi<T>(s, a, a);  // eigh reads a's lower triangle
                 auto info = tessera::empty<std::int32_t>(s, {items});
                 const auto again = [&] {
+                    tessera::eigh(s, a, j.w, j.v);
+                    tessera::eigvalsh(s, a, j.values, info);
+                    tessera::svd(s, a, j.u, j.sv, j.vh);
+                    tessera::svdvals(s, a, j.singular);
                     tessera::inverse(s, a, r.inv);
                     tessera::inverse(s, a, r.inv, info);
                     tessera::solve(s, a, b, r.x);
@@ -1247,7 +1250,7 @@ TYPED_TEST(LanesTest, WarmBatchesAllocateNothingAndDispatchOnce) {
                     again();
                 }
                 const tessera::stats d = be.stats() - before;
-                EXPECT_EQ(threads == 1 ? d.inline_dispatches : d.parallel_dispatches, 9u);
+                EXPECT_EQ(threads == 1 ? d.inline_dispatches : d.parallel_dispatches, 13u);
             }
         });
     }

@@ -63,10 +63,10 @@
 // instruction works on all W: LU with partial pivoting (per-lane pivot choice and row swaps by
 // selects, multipliers divided by the pivot as in Eigen), the closed form for 2 x 2 inverse and
 // solve and for 2 x 2 and 3 x 3 det, Cholesky as below. Real eigh, eigvalsh, svd and svdvals at
-// n = 2 and 3 run the same way, 2 W matrices per block, by Jacobi rotations (two-sided for eigh,
-// one rotation at n = 2; one-sided for svd) on each item scaled by a power of two, every lane
-// rotating until its own off-diagonal entries (svd: column products) are negligible; eigvalsh and
-// svdvals give the bits of eigh's and svd's values. A batch whose items are interleaved
+// n = 2 and 3 run the same way (with AVX2's W on AVX-512 CPUs, where it was faster), by Jacobi
+// rotations (two-sided for eigh, one rotation at n = 2; one-sided for svd) on each item scaled by
+// a power of two, every lane rotating until its own off-diagonal entries (svd: column products)
+// are negligible. A batch whose items are interleaved
 // (a [n, n, batch] array seen as [batch, n, n] through permute({2, 0, 1}), batch stride 1) is
 // read and written with one vector access per element; a dense batch with W x W shuffle
 // transposes; any other layout element by element. An item the block cannot finish (a zero or
