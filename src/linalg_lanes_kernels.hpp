@@ -8,14 +8,16 @@
 // interleaved in memory, a W x W shuffle transpose per W elements when they are dense and
 // consecutive, one element at a time otherwise), computes, and writes back every lane whose item
 // it could finish. It returns the lanes it could not: a zero or subnormal pivot, a determinant out
-// of the normal range, a non-positive Cholesky pivot. Those items are redone by the per-matrix
-// kernels (src/linalg_*.cpp), which decide the failure code and every edge case exactly as they
-// do alone; their outputs are left untouched by the block, so that an item computed in place still
-// has its input.
+// of the normal range, a non-positive Cholesky pivot; for the Jacobi kernels (eigh, svd at n = 2,
+// 3) a NaN, infinite or all-subnormal item, an item still rotating after max_sweeps, and the
+// cases listed at svd_block. Those items are redone by the per-matrix kernels (src/linalg_*.cpp),
+// which decide the failure code and every edge case exactly as they do alone; their outputs are
+// left untouched by the block, so that an item computed in place still has its input.
 //
 // Compiled three times (AVX-512, AVX2 + FMA, the build's baseline) by target attributes, like the
-// tiny-matrix products, and picked once per process by host_kernel_isa(). Private to the library:
-// src/linalg_lanes.cpp instantiates it.
+// tiny-matrix products, and picked once per process by host_kernel_isa() (the Jacobi kernels
+// twice: see level_for in src/linalg_lanes.cpp). Private to the library: src/linalg_lanes.cpp
+// instantiates it.
 #pragma once
 
 #include <cmath>
@@ -525,10 +527,12 @@ template <class V>
     return x;
 }
 
-/// Scales the E entries of m so that the largest magnitude of each lane lies in [1, 2), by a power
-/// of two (exact, so a diagonal matrix keeps its bits); returns that power. Lanes whose largest
-/// magnitude is NaN, infinite or subnormal get the flag `bad` and are zeroed, so that they are
-/// done at once (they are handed back); an all-zero lane keeps scale 1.
+/// Scales the E entries of m so that the largest magnitude of each lane lies in [1, 2) (in [1, 4)
+/// from 1 / min up, so that the scale's reciprocal stays normal), by a power of two
+/// (exact unless an entry falls below the normal range, so a diagonal matrix keeps its bits);
+/// returns that power. Lanes whose largest magnitude is NaN, infinite or subnormal get the flag
+/// `bad` and are zeroed, so that they are done at once (they are handed back); an all-zero lane
+/// keeps scale 1.
 template <int E, class V>
 [[gnu::always_inline]] inline V scale_down(V (&m)[E], V& bad) noexcept {
     using T = elem_t<V>;
@@ -543,7 +547,9 @@ template <int E, class V>
     const V normal = largest >= std::numeric_limits<T>::min() ? one : V{};
     const V usable = largest <= std::numeric_limits<T>::max() ? normal : V{};
     bad = largest == T(0) ? V{} : one - usable;
-    const V scale = usable > T(0) ? pow2_floor(largest) : one;
+    constexpr T cap = T(1) / std::numeric_limits<T>::min();  // 2^126 or 2^1022
+    const V floor2 = pow2_floor(largest);
+    const V scale = usable > T(0) ? (floor2 > cap ? splat<V>(cap) : floor2) : one;
     const V inv = T(1) / scale;  // a power of two too: exact
     for (int e = 0; e < E; ++e) m[e] = bad > T(0) ? V{} : m[e] * inv;
     return scale;
@@ -577,16 +583,18 @@ template <class V>
             need > T(0) ? num * (h + h) * q : V{}};
 }
 
-/// Applies the rotation to columns p and q of the N x N m: column p becomes c p - s q, column q
-/// becomes s p + c q.
+/// Applies the rotation to columns p and q of the N x N m where `need` is above zero: column p
+/// becomes c p - s q, column q becomes s p + c q. Elsewhere the columns keep their bits (the
+/// identity rotation would turn -0 into +0 in 0 x + 1 y).
 template <int N, class V>
 [[gnu::always_inline]] inline void rotate_columns(V (&m)[N * N], int p, int q,
-                                                  const rotation<V>& g) noexcept {
+                                                  const rotation<V>& g, V need) noexcept {
+    using T = elem_t<V>;
 #pragma GCC unroll 8
     for (int r = 0; r < N; ++r) {
         const V x = m[r * N + p], y = m[r * N + q];
-        m[r * N + p] = g.c * x - g.s * y;
-        m[r * N + q] = g.s * x + g.c * y;
+        m[r * N + p] = need > T(0) ? g.c * x - g.s * y : x;
+        m[r * N + q] = need > T(0) ? g.s * x + g.c * y : y;
     }
 }
 
@@ -609,10 +617,10 @@ template <class Unfinished, class Sweep>
 
 /// Cyclic Jacobi on the symmetric N x N matrices in a (scaled, both halves filled): afterwards
 /// the diagonal holds the eigenvalues (unsorted) and, when Vectors, v (the identity on entry)
-/// the eigenvectors as columns. A pair is rotated while |a_pq| > epsilon max(|a_pp|, |a_qq|) (so
-/// small eigenvalues keep their relative accuracy where the matrix allows it) and a_pq^2 is
-/// normal, and its entry is then set to exactly zero. Returns the flags of the lanes that still
-/// need a rotation after max_sweeps.
+/// the eigenvectors as columns. A pair is rotated while |a_pq| > epsilon max(|a_pp|, |a_qq|) and
+/// a_pq^2 is normal, and its entry is then set to exactly zero: eigenvalues accurate to epsilon
+/// times the matrix's norm (as Eigen's), not better for tiny ones. Returns the flags of the lanes
+/// that still need a rotation after max_sweeps.
 template <int N, bool Vectors, class V>
 [[gnu::always_inline]] inline V jacobi_eigen(V (&a)[N * N], V (&v)[N * N]) noexcept {
     using T = elem_t<V>;
@@ -644,17 +652,18 @@ template <int N, bool Vectors, class V>
                 const V x = a[p * N + p], y = a[q * N + q], z = a[p * N + q];
                 const V rotate = need(p, q);
                 const rotation<V> g = jacobi_rotation(x, y, z, rotate);
-                a[p * N + p] = x - g.t * z;
-                a[q * N + q] = y + g.t * z;
+                // Only where the pair needs it: elsewhere every entry keeps its bits, -0 too.
+                a[p * N + p] = rotate > T(0) ? x - g.t * z : x;
+                a[q * N + q] = rotate > T(0) ? y + g.t * z : y;
                 a[p * N + q] = a[q * N + p] = rotate > T(0) ? V{} : z;
 #pragma GCC unroll 8
                 for (int r = 0; r < N; ++r) {
                     if (r == p || r == q) continue;
                     const V rp = a[r * N + p], rq = a[r * N + q];
-                    a[r * N + p] = a[p * N + r] = g.c * rp - g.s * rq;
-                    a[r * N + q] = a[q * N + r] = g.s * rp + g.c * rq;
+                    a[r * N + p] = a[p * N + r] = rotate > T(0) ? g.c * rp - g.s * rq : rp;
+                    a[r * N + q] = a[q * N + r] = rotate > T(0) ? g.s * rp + g.c * rq : rq;
                 }
-                if constexpr (Vectors) rotate_columns<N>(v, p, q, g);
+                if constexpr (Vectors) rotate_columns<N>(v, p, q, g, rotate);
             }
         }
     };
@@ -711,8 +720,8 @@ template <int N, bool Vectors, class V>
                 V x, y, z;
                 const V rotate = gram(p, q, x, y, z);
                 const rotation<V> g = jacobi_rotation(x, y, z, rotate);
-                rotate_columns<N>(a, p, q, g);
-                if constexpr (Vectors) rotate_columns<N>(v, p, q, g);
+                rotate_columns<N>(a, p, q, g, rotate);
+                if constexpr (Vectors) rotate_columns<N>(v, p, q, g, rotate);
             }
         }
     };
@@ -936,9 +945,9 @@ template <int W, int N, bool Vectors, class T>
 
 /// svd (Vectors) and svdvals: operands a, u, s, vh (svd) or a, s (svdvals); singular values
 /// descending. At N = 3 svd also hands back the lanes with a singular value too small for its
-/// column of U to be orthogonal to the others at working precision (below sqrt(min / epsilon) of
-/// the scaled matrix: exactly or nearly rank-deficient items, left to the per-matrix path); at
-/// N = 2 only A = 0.
+/// column of U to be kept orthogonal to the others (below (min / 9 epsilon^2)^(1/4) of the scaled
+/// matrix: about 5e-70 in double, 5e-7 in float; nearly rank-deficient items, left to the
+/// per-matrix path); at N = 2 only A = 0.
 template <int W, int N, bool Vectors, class T>
 [[gnu::always_inline]] inline std::uint32_t svd_block(const lane_run<T>& r, std::size_t at,
                                                       int count) noexcept {
@@ -952,8 +961,14 @@ template <int W, int N, bool Vectors, class T>
     for (int j = 0; j < N; ++j) {  // squared column norms first: sorted, then rooted
         V x = a[j] * a[j];
         for (int i = 1; i < N; ++i) x += a[i * N + j] * a[i * N + j];
+        // svd at N = 3 hands back a column too short for the relative orthogonality test: with
+        // N^2 epsilon^2 |a_p|^2 |a_q|^2 below the smallest normal number, jacobi_svd's absolute
+        // floor decides instead, and U's columns need not be orthogonal.
         if constexpr (Vectors && N > 2)
-            bad = x < std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon() ? splat<V>(T(1)) : bad;
+            bad = x * x * (T(N * N) * std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon()) <
+                          std::numeric_limits<T>::min()
+                      ? splat<V>(T(1))
+                      : bad;
         sigma[j] = x;
     }
     sort_columns<N, true>(sigma, a, Vectors ? v : nullptr);
@@ -969,7 +984,9 @@ template <int W, int N, bool Vectors, class T>
         const V inv = sigma[0] == T(0) ? V{} : T(1) / sigma[0];
         const V u00 = a[0] * inv, u10 = a[2] * inv;
         const V along = u00 * a[3] - u10 * a[1];  // a_1 . (-u10, u00)
-        sigma[1] = along < T(0) ? -along : along;
+        // At most sigma[0]: with equal singular values the projection can exceed it by an ulp.
+        const V size = along < T(0) ? -along : along;
+        sigma[1] = size > sigma[0] ? sigma[0] : size;
         a[0] = u00;
         a[2] = u10;
         a[1] = along < T(0) ? u10 : -u10;

@@ -34,26 +34,29 @@ struct svd_kernel {
 
     int operator()(const std::ptrdiff_t* off) {
         load_matrix(m, a.data + off[0], a.rs, a.cs);
+        // A NaN or an infinity: Eigen's JacobiSVD would stop without forming any result (what it
+        // holds is not initialised) and keep reporting InvalidInput for the next items it is
+        // reused for (3.4 resets its status only when it reallocates), so such an item is not
+        // given to it; its outputs are NaN, as "propagates" promises.
+        const bool finite = m.allFinite();
         if constexpr (Vectors) {
-            svd.compute(m, Eigen::ComputeFullU | Eigen::ComputeFullV);
-            if (svd.info() != Eigen::Success) {
-                // A NaN or an infinity: Eigen stops without forming any result (what it holds is
-                // not initialised), so the item's outputs are NaN, as "propagates" promises.
+            if (!finite) {
                 fill_matrix(u.data + off[1], u.rs, u.cs, n, n, nan_of<T>());
                 for (Eigen::Index i = 0; i < n; ++i) sv.data[off[2] + i * sv.rs] = nan_of<R>();
                 fill_matrix(vh.data + off[3], vh.rs, vh.cs, n, n, nan_of<T>());
                 return 0;
             }
+            svd.compute(m, Eigen::ComputeFullU | Eigen::ComputeFullV);
             store_matrix(svd.matrixU(), u.data + off[1], u.rs, u.cs);
             store_vector(svd.singularValues(), sv.data + off[2], sv.rs);
             vhm = svd.matrixV().adjoint();
             store_matrix(vhm, vh.data + off[3], vh.rs, vh.cs);
         } else {
-            svd.compute(m, 0);
-            if (svd.info() != Eigen::Success) {
+            if (!finite) {
                 for (Eigen::Index i = 0; i < n; ++i) sv.data[off[1] + i * sv.rs] = nan_of<R>();
                 return 0;
             }
+            svd.compute(m, 0);
             store_vector(svd.singularValues(), sv.data + off[1], sv.rs);
         }
         return 0;
