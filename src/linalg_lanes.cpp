@@ -46,22 +46,13 @@ template <class T, lane_op Op, int N>
 constexpr lane_fn<T> pick(kernel_isa isa) noexcept {
     if constexpr (is_jacobi(Op) && N > max_jacobi_lane_n) {
         return nullptr;
-    } else if constexpr (is_jacobi(Op)) {
+    } else {
         switch (level_for(Op, isa)) {
 #if defined(__x86_64__) || defined(__i386__)
-            case kernel_isa::avx2: return &block_avx2<Op, T, N>;
             case kernel_isa::avx512:
-#else
-            case kernel_isa::avx512:
-            case kernel_isa::avx2:
-#endif
-            case kernel_isa::baseline: break;
-        }
-        return &block_baseline<Op, T, N>;
-    } else {
-        switch (isa) {
-#if defined(__x86_64__) || defined(__i386__)
-            case kernel_isa::avx512: return &block_avx512<Op, T, N>;
+                // Never reached by the Jacobi ops (level_for); their 512-bit clone is not built.
+                if constexpr (!is_jacobi(Op)) return &block_avx512<Op, T, N>;
+                [[fallthrough]];
             case kernel_isa::avx2: return &block_avx2<Op, T, N>;
 #else
             case kernel_isa::avx512:

@@ -600,19 +600,25 @@ template <int N, class V>
 
 /// Runs sweep() until no lane's unfinished() (the largest `need` over its pairs) is above zero,
 /// at most max_sweeps times; returns the flags of the lanes left unfinished. A lane stops
-/// changing once it is finished (its rotations are the identity), so its result does not depend
-/// on the other lanes.
-template <class Unfinished, class Sweep>
+/// changing once it is finished (its rotations leave every bit as it is), so its result does not
+/// depend on the other lanes. At N = 2 one sweep, one rotation, is all there is: eigh's sets the
+/// one pair to exactly zero, and svd_block finishes svd's.
+template <int N, class Unfinished, class Sweep>
 [[gnu::always_inline]] inline auto sweeps_until_done(const Unfinished& unfinished,
                                                      const Sweep& sweep) noexcept {
     using V = decltype(unfinished());
     using T = elem_t<V>;
-#pragma GCC unroll 1
-    for (int k = 0; k < max_sweeps; ++k) {
-        if (!any_positive(unfinished())) return V{};
+    if constexpr (N == 2) {
         sweep();
+        return V{};
+    } else {
+#pragma GCC unroll 1
+        for (int k = 0; k < max_sweeps; ++k) {
+            if (!any_positive(unfinished())) return V{};
+            sweep();
+        }
+        return unfinished() > T(0) ? splat<V>(T(1)) : V{};
     }
-    return unfinished() > T(0) ? splat<V>(T(1)) : V{};
 }
 
 /// Cyclic Jacobi on the symmetric N x N matrices in a (scaled, both halves filled): afterwards
@@ -667,13 +673,7 @@ template <int N, bool Vectors, class V>
             }
         }
     };
-    // At N = 2 the one rotation sets the one off-diagonal pair to zero: done.
-    if constexpr (N == 2) {
-        sweep();
-        return V{};
-    } else {
-        return sweeps_until_done(unfinished, sweep);
-    }
+    return sweeps_until_done<N>(unfinished, sweep);
 }
 
 /// One-sided Jacobi (Hestenes) on the N x N matrices in a (scaled): rotates pairs of columns
@@ -725,13 +725,7 @@ template <int N, bool Vectors, class V>
             }
         }
     };
-    // At N = 2 one rotation; svd_block finishes the pair (see there).
-    if constexpr (N == 2) {
-        sweep();
-        return V{};
-    } else {
-        return sweeps_until_done(unfinished, sweep);
-    }
+    return sweeps_until_done<N>(unfinished, sweep);
 }
 
 /// Sorts each lane's keys (ascending, or descending when Descending) with compare-exchanges,
