@@ -126,6 +126,13 @@ tensor<T> dense(session& s, const tensor_view<const T>& v) {
     return out;
 }
 
+/// Item i of a batch (leading axis) as a dense batch of one.
+template <class T>
+tensor<T> one_item(session& s, const tensor<T>& t, std::size_t i) {
+    const auto at = static_cast<std::ptrdiff_t>(i);
+    return dense<T>(s, t.view().slice(0, at, at + 1));
+}
+
 /// Equal bit for bit (-0 is not +0), any NaN matching any NaN.
 template <class T>
 ::testing::AssertionResult same_bits(const tensor<T>& a, const tensor<T>& b) {
@@ -352,10 +359,7 @@ TYPED_TEST(LanesTest, EveryOpMatchesTheReferenceAtEveryBlockSize) {
                     if (items <= w + 1) expect_near_reference<T>(r, a, spd, b, b3);
                     else if (n >= 2) {
                         // Spot checks; the bits of the rest are pinned against a block of one.
-                        const auto one = [&](std::size_t item, const tensor<T>& t) {
-                            return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(item),
-                                                              static_cast<std::ptrdiff_t>(item) + 1));
-                        };
+                        const auto one = [&](std::size_t item, const tensor<T>& t) { return one_item(s, t, item); };
                         for (const std::size_t item : {std::size_t{0}, w - 1, w, items - 1}) {
                             const auto r1 = run_all<T>(s, one(item, a), one(item, spd), one(item, b),
                                                        one(item, b3));
@@ -447,9 +451,7 @@ TYPED_TEST(LanesTest, EveryLayoutGivesTheSameBits) {
                     const auto inv = tessera::inverse(s, a0.view().broadcast_to({items, n, n}));
                     const auto inv0 = dense<T>(s, want.inv.view().slice(0, 0, 1));
                     for (std::size_t i = 0; i < items; ++i)
-                        EXPECT_TRUE(same_bits(dense<T>(s, inv.view().slice(0, static_cast<std::ptrdiff_t>(i),
-                                                                            static_cast<std::ptrdiff_t>(i) + 1)),
-                                              inv0)) << i;
+                        EXPECT_TRUE(same_bits(one_item(s, inv, i), inv0)) << i;
                 }
             }
         });
@@ -607,10 +609,7 @@ TYPED_TEST(LanesTest, SpoiledItemAtEveryLaneIsDecidedByThePerMatrixPath) {
                         EXPECT_EQ(info.data()[p], info_ref.data()[p]) << "lu info";
                         EXPECT_TRUE(others_same(lu_got, f.lu, p));
                         if (info_ref.data()[p] != 0) {
-                            EXPECT_TRUE(same_bits(dense<T>(s, lu_got.view().slice(0, static_cast<std::ptrdiff_t>(p),
-                                                                                  static_cast<std::ptrdiff_t>(p) + 1)),
-                                                  dense<T>(s, ref.view().slice(0, static_cast<std::ptrdiff_t>(p),
-                                                                               static_cast<std::ptrdiff_t>(p) + 1))));
+                            EXPECT_TRUE(same_bits(one_item(s, lu_got, p), one_item(s, ref, p)));
                         }
 
                         // det and slogdet: never an error; the item handed back gets the per-matrix value.
@@ -771,6 +770,14 @@ jacobi_results<T> run_jacobi(session& s, const tensor_view<const T>& sym, const 
     return r;
 }
 
+/// Item i of every result, as batches of one.
+template <class T>
+jacobi_results<T> item_results(session& s, const jacobi_results<T>& r, std::size_t i) {
+    return {one_item(s, r.w, i),  one_item(s, r.v, i),  one_item(s, r.values, i),
+            one_item(s, r.u, i),  one_item(s, r.sv, i), one_item(s, r.vh, i),
+            one_item(s, r.singular, i)};
+}
+
 template <class T>
 void expect_same_bits(const jacobi_results<T>& a, const jacobi_results<T>& b) {
     EXPECT_TRUE(same_bits(a.w, b.w)) << "eigh w";
@@ -929,19 +936,13 @@ TYPED_TEST(LanesTest, JacobiOpsMatchTheReferenceAtEveryBlockSize) {
                     const auto sym = symmetric_matrices<T>(s, items, n, rng);
                     const auto a = conditioned_matrices<T>(s, items, n, rng);
                     const auto r = run_jacobi<T>(s, sym, a);
-                    const auto one = [&](std::size_t item, const tensor<T>& t) {
-                        return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(item),
-                                                          static_cast<std::ptrdiff_t>(item) + 1));
-                    };
                     for (std::size_t item = 0; item < items; ++item) {
                         SCOPED_TRACE("item " + std::to_string(item));
                         expect_jacobi_item<T>(r, sym, a, item, tol);
                         if (items == 1000 && item != 0 && item != 2 * w - 1 && item != 2 * w && item != items - 1)
                             continue;
-                        const auto r1 = run_jacobi<T>(s, one(item, sym), one(item, a));
-                        expect_same_bits(r1, jacobi_results<T>{one(item, r.w), one(item, r.v), one(item, r.values),
-                                                               one(item, r.u), one(item, r.sv), one(item, r.vh),
-                                                               one(item, r.singular)});
+                        const auto r1 = run_jacobi<T>(s, one_item(s, sym, item), one_item(s, a, item));
+                        expect_same_bits(r1, item_results(s, r, item));
                     }
                 }
             }
@@ -1001,11 +1002,9 @@ TYPED_TEST(LanesTest, JacobiOpsAreExactWhereTheInputAllowsAndScaleInvariant) {
                     z.data()[n + 1] = -T(0);
                     if (n == 3) z.data()[8] = T(2);
                     const auto zr = run_jacobi<T>(s, z, z);
-                    const auto z0 = dense<T>(s, z.view().slice(0, 0, 1));
+                    const auto z0 = one_item(s, z, 0);
                     const auto alone = run_jacobi<T>(s, z0, z0);
-                    const auto first = [&](const tensor<T>& t) { return dense<T>(s, t.view().slice(0, 0, 1)); };
-                    expect_same_bits(alone, jacobi_results<T>{first(zr.w), first(zr.v), first(zr.values), first(zr.u),
-                                                              first(zr.sv), first(zr.vh), first(zr.singular)});
+                    expect_same_bits(alone, item_results(s, zr, 0));
                     EXPECT_TRUE(std::signbit(alone.w.data()[0])) << "the -0 eigenvalue keeps its sign";
                 }
                 {
@@ -1158,9 +1157,7 @@ TYPED_TEST(LanesTest, JacobiOpsGiveTheSameBitsFromEveryLayout) {
                     const auto sym0 = dense<T>(s, sym.view().slice(0, 3, 4));
                     const auto r = run_jacobi<T>(s, sym0.view().broadcast_to({items, n, n}), a0.view().broadcast_to({items, n, n}));
                     for (std::size_t i = 0; i < items; i += 7)
-                        EXPECT_TRUE(same_bits(dense<T>(s, r.u.view().slice(0, static_cast<std::ptrdiff_t>(i),
-                                                                           static_cast<std::ptrdiff_t>(i) + 1)),
-                                              dense<T>(s, want.u.view().slice(0, 3, 4)))) << i;
+                        EXPECT_TRUE(same_bits(one_item(s, r.u, i), one_item(s, want.u, 3))) << i;
                 }
             }
         });
@@ -1233,10 +1230,7 @@ TYPED_TEST(LanesTest, SpoiledJacobiItemAtEveryLaneIsDecidedAsAlone) {
                         EXPECT_TRUE(others_same(got.singular, clean.singular, p));
                         for (std::size_t i = 0; i < items; ++i)
                             EXPECT_EQ(info.data()[i], i == p ? info_ref.data()[p] : 0) << "eigh info " << i;
-                        const auto item = [&](const tensor<T>& t) {
-                            return dense<T>(s, t.view().slice(0, static_cast<std::ptrdiff_t>(p),
-                                                              static_cast<std::ptrdiff_t>(p) + 1));
-                        };
+                        const auto item = [&](const tensor<T>& t) { return one_item(s, t, p); };
                         const bool handed_back = how == jacobi_spoil::nan || how == jacobi_spoil::inf ||
                                                  how == jacobi_spoil::subnormal;
                         if (handed_back) {
