@@ -9,6 +9,10 @@
 
 #include <tessera/detail/small_matmul.hpp>
 
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -147,6 +151,264 @@ template <class T, int W, int R>
     panels<T, W, R>(x, a, b, c);
 }
 
+// The AVX-512 level: a row of a panel is NV vectors, the last of which (the tail) has the
+// fewest lanes of 1/4, 1/2 or all of the full width that hold the columns left, masked to them,
+// so no column is computed twice (a 10-column float row is one masked vector, where the other
+// levels take two overlapping halves). The other levels have no such masks (AVX2's masked
+// stores are slow on some CPUs), hence their overlaps and narrow panels above.
+//
+// A masked load costs more than a plain one (16x16x16 float: 1.2x the whole product), so the
+// tail's rows of B are read whole where the lanes past the row are B's own next rows (dense B,
+// not its last rows): those lanes only feed accumulator lanes that are never stored.
+namespace masked {
+
+template <class T>
+inline constexpr int width = lanes<kernel_isa::avx512, T>;
+using mask = unsigned;
+
+// The most vectors in one panel, and the most rows in one block of a panel of NV vectors: up to
+// 24 accumulators (of 32 registers), at least 8 so that the multiply-adds' latency is covered.
+inline constexpr int max_panel_vectors = 3;
+template <int NV>
+inline constexpr int max_block_rows = NV == 3 ? 8 : 12;
+
+// A vector of L lanes as the low lanes of a full-width one (the rest undefined: a cast, no
+// instruction; GCC 12 lowers a shuffle with undefined lanes through memory, and narrows the
+// multiply-adds of a zero-extended one to L lanes, each then loading A's element again), and
+// back (the low lanes: a shuffle, as GCC 12 reports the narrowing casts' undefined source as
+// maybe-uninitialized).
+template <class T, int L>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> widen(
+    vec_t<T, L> v) noexcept {
+    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
+    if constexpr (bits == 512)
+        return v;
+    else if constexpr (sizeof(T) == 4 && bits == 256)
+        return _mm512_castps256_ps512(v);
+    else if constexpr (sizeof(T) == 4)
+        return _mm512_castps128_ps512(v);
+    else if constexpr (bits == 256)
+        return _mm512_castpd256_pd512(v);
+    else
+        return _mm512_castpd128_pd512(v);
+}
+template <class T, int L>
+[[gnu::always_inline]] inline vec_t<T, L> low_lanes(vec_t<T, width<T>> v) noexcept {
+    return [v]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
+        return __builtin_shufflevector(v, v, I...);
+    }(std::make_integer_sequence<int, L>{});
+}
+
+// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a
+// full-width vector: the arithmetic stays at the full width, where the multiply-add takes A's
+// element straight from memory, while the access stays as narrow as the columns allow (a wider
+// one would cross more cache lines). The lanes above L are never stored.
+template <class T, int L, bool Masked>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> load(
+    const T* from, mask lanes) noexcept {
+    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
+    const auto k8 = static_cast<__mmask8>(lanes);
+    vec_t<T, L> v;
+    if constexpr (!Masked)
+        std::memcpy(&v, from, sizeof(v));
+    else if constexpr (sizeof(T) == 4 && bits == 512)
+        v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes), from);
+    else if constexpr (sizeof(T) == 4 && bits == 256)
+        v = _mm256_maskz_loadu_ps(k8, from);
+    else if constexpr (sizeof(T) == 4)
+        v = _mm_maskz_loadu_ps(k8, from);
+    else if constexpr (bits == 512)
+        v = _mm512_maskz_loadu_pd(k8, from);
+    else if constexpr (bits == 256)
+        v = _mm256_maskz_loadu_pd(k8, from);
+    else
+        v = _mm_maskz_loadu_pd(k8, from);
+    return widen<T, L>(v);
+}
+
+// The low L lanes of v into memory, those of `lanes` only.
+template <class T, int L>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store(
+    T* to, mask lanes, vec_t<T, width<T>> v) noexcept {
+    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
+    const auto k8 = static_cast<__mmask8>(lanes);
+    const vec_t<T, L> low = low_lanes<T, L>(v);
+    if constexpr (sizeof(T) == 4 && bits == 512)
+        _mm512_mask_storeu_ps(to, static_cast<__mmask16>(lanes), low);
+    else if constexpr (sizeof(T) == 4 && bits == 256)
+        _mm256_mask_storeu_ps(to, k8, low);
+    else if constexpr (sizeof(T) == 4)
+        _mm_mask_storeu_ps(to, k8, low);
+    else if constexpr (bits == 512)
+        _mm512_mask_storeu_pd(to, k8, low);
+    else if constexpr (bits == 256)
+        _mm256_mask_storeu_pd(to, k8, low);
+    else
+        _mm_mask_storeu_pd(to, k8, low);
+}
+
+// One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
+template <class T>
+struct run;
+template <class T>
+using run_fn = void (*)(const small_gemm_args<T>&, const run<T>&) noexcept;
+template <class T>
+struct run {
+    run_fn<T> fn;               // rows_run for the panel's vectors, tail width and block height
+    std::ptrdiff_t column;      // the panel's first column
+    std::ptrdiff_t first_row;   // the group's first row
+    int blocks;                 // how many blocks, one after the other
+    mask tail;                  // the lanes of the panel's last vector that are columns of C
+    std::ptrdiff_t whole_rows;  // rows of B whose tail is read without a mask: 0 .. k
+};
+
+// C[0:R, the panel] of one matrix; otherwise as block() above.
+template <class T, int NV, int TL, int R>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block(
+    const small_gemm_args<T>& x, const run<T>& q, const T* __restrict a, const T* __restrict b,
+    T* __restrict c) noexcept {
+    constexpr int W = width<T>;
+    constexpr int F = NV - 1;  // full vectors before the tail
+    using V = vec_t<T, W>;
+    V acc[R][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+    const auto step = [&]<bool Masked>(std::ptrdiff_t p)
+        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+        const T* const from = b + p * x.b_rs;
+        V row[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < F; ++v) std::memcpy(&row[v], from + v * W, sizeof(V));
+        row[F] = load<T, TL, Masked>(from + F * W, q.tail);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const T e = a[r * x.a_rs + p * x.a_cs];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[r][v] += e * row[v];
+        }
+    };
+    std::ptrdiff_t p = 0;
+    for (; p < q.whole_rows; ++p) step.template operator()<false>(p);
+    for (; p < x.k; ++p) step.template operator()<true>(p);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+        T* const to = c + r * x.c_rs;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+            V out = acc[r][v];
+            if (x.accumulate) {
+                out = x.alpha * out;
+                if (x.beta != T{0}) {
+                    V old;
+                    if (v < F)
+                        std::memcpy(&old, to + v * W, sizeof(V));
+                    else
+                        old = load<T, TL, true>(to + F * W, q.tail);
+                    out += x.beta * old;
+                }
+            }
+            if (v < F)
+                std::memcpy(to + v * W, &out, sizeof(V));
+            else
+                store<T, TL>(to + F * W, q.tail, out);
+        }
+    }
+}
+
+// The group's blocks of every matrix of the batch: every decision but the group's size is
+// made at compile time or once per batch.
+template <class T, int NV, int TL, int R>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void rows_run(const small_gemm_args<T>& x,
+                                                     const run<T>& q) noexcept {
+    const T* a = x.a + q.first_row * x.a_rs;
+    const T* b = x.b + q.column;
+    T* c = x.c + q.first_row * x.c_rs + q.column;
+    for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
+        for (int g = 0; g < q.blocks; ++g) block<T, NV, TL, R>(x, q, a + g * R * x.a_rs, b,
+                                                              c + g * R * x.c_rs);
+        // As in small_kernels::batch_loop_one_by_one: no vectorising across matrices.
+        asm("" : "+r"(a), "+r"(b), "+r"(c));
+    }
+}
+
+// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_block_rows<NV> rows.
+template <class T, int NV, int TL, int... R>
+constexpr std::array<run_fn<T>, sizeof...(R)> rows_runs(std::integer_sequence<int, R...>) noexcept {
+    return {&rows_run<T, NV, TL, R + 1>...};
+}
+template <class T, int NV>
+constexpr std::array<std::array<run_fn<T>, max_block_rows<NV>>, 3> panel_runs() noexcept {
+    constexpr auto rows = std::make_integer_sequence<int, max_block_rows<NV>>{};
+    return {rows_runs<T, NV, width<T> / 4>(rows), rows_runs<T, NV, width<T> / 2>(rows),
+            rows_runs<T, NV, width<T>>(rows)};
+}
+
+// The rows_run of NV vectors with a tail of the `tail` (0, 1, 2: a quarter, half, all of the
+// width) and blocks of R rows.
+template <class T>
+run_fn<T> rows_run_for(int nv, int tail, int r) noexcept {
+    static constexpr auto one = panel_runs<T, 1>();
+    static constexpr auto two = panel_runs<T, 2>();
+    static constexpr auto three = panel_runs<T, 3>();
+    const auto t = static_cast<std::size_t>(tail), i = static_cast<std::size_t>(r - 1);
+    return nv == 1 ? one[t][i] : nv == 2 ? two[t][i] : three[t][i];
+}
+
+// How every matrix of the batch is cut, decided once per batch: the row's vectors in panels of
+// as near equal width as the widest panel allows, and each panel's rows in blocks of as near
+// equal height as its largest block allows (10 rows: two of 5 with three vectors, one of 10 with
+// one), so that no block is left with too few accumulators to cover the latency. Each panel is
+// one group of blocks, or two where the heights differ by one.
+template <class T>
+struct plan {
+    run<T> runs[2 * ((small_gemm_max / width<T> + max_panel_vectors - 1) / max_panel_vectors)];
+    int count = 0;
+
+    explicit plan(const small_gemm_args<T>& x) noexcept {
+        constexpr int W = width<T>;
+        constexpr int P = max_panel_vectors;
+        const auto m = static_cast<int>(x.m);
+        const auto vectors = static_cast<int>((x.n + W - 1) / W);
+        const auto left = static_cast<int>(x.n) - (vectors - 1) * W;  // 1 .. W
+        const int tail = left <= W / 4 ? 0 : left <= W / 2 ? 1 : 2;
+        // The tail reads `past` elements after its row; they are B's own while rows follow to
+        // hold them and no gap lies between the rows.
+        const std::ptrdiff_t past = (W >> (2 - tail)) - left;
+        std::ptrdiff_t whole_rows = 0;
+        if (past == 0)
+            whole_rows = x.k;
+        else if (x.b_rs == x.n)
+            whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past + x.n - 1) / x.n);
+        const int panels = (vectors + P - 1) / P;
+        std::ptrdiff_t column = 0;
+        for (int i = 0; i < panels; ++i) {
+            const int nv = vectors / panels + (i < vectors % panels ? 1 : 0);
+            const bool last = i + 1 == panels;
+            const int most = nv == 3 ? max_block_rows<3> : max_block_rows<1>;
+            const int blocks = (m + most - 1) / most, rows = m / blocks, taller = m % blocks;
+            const int t = last ? tail : 2;
+            const mask lanes = (1u << (last ? left : W)) - 1;
+            const std::ptrdiff_t whole = last ? whole_rows : x.k;
+            if (taller > 0)
+                runs[count++] = {rows_run_for<T>(nv, t, rows + 1), column, 0, taller, lanes, whole};
+            runs[count++] = {rows_run_for<T>(nv, t, rows), column,
+                             static_cast<std::ptrdiff_t>(taller) * (rows + 1), blocks - taller,
+                             lanes, whole};
+            column += nv * W;
+        }
+    }
+};
+
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+    const plan<T> cut(x);
+    for (int i = 0; i < cut.count; ++i) cut.runs[i].fn(x, cut.runs[i]);
+}
+
+}  // namespace masked
+
 template <kernel_isa I, class T>
 [[gnu::always_inline]] inline void batch(const small_gemm_args<T>& x) noexcept {
     const T* a = x.a;
@@ -162,7 +424,7 @@ template <kernel_isa I, class T>
 // The three compilations, with the target strings of the fixed-size kernels.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_avx512(const small_gemm_args<T>& x) noexcept {
-    batch<kernel_isa::avx512, T>(x);
+    masked::batch<T>(x);
 }
 template <class T>
 [[gnu::target("avx2,fma")]] void batch_avx2(const small_gemm_args<T>& x) noexcept {

@@ -526,30 +526,34 @@ TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
 }
 
 // White-box: the register-blocked kernel (any shape up to 64 without a fixed-size kernel) for
-// the listed sides (every (m, n, k) in 1..20 below) and every variant this CPU can run, with A read through its strides
-// (row-major and transposed), B shared or not, and C rows padded with guard elements that must
-// survive: a block that writes one column or row too many, or a remainder path that skips one,
-// fails here.
+// every (m, n, k) of the listed sides and every variant this CPU can run, with A read through
+// its strides (row-major and transposed), B dense (where the AVX-512 variant reads a row's last
+// vector whole into the next rows, and masked at the last rows) or shared with its rows n + 2
+// apart, and C rows padded with guard elements that must survive: a block that writes one
+// column or row too many, or a remainder path that skips one, fails here.
 template <class T>
-void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& sides,
+void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& ms,
+                          const std::vector<std::size_t>& ns, const std::vector<std::size_t>& ks,
                           bool accumulate, T beta) {
     using tessera::detail::kernel_isa;
     const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
     constexpr std::size_t batch = 2, pad = 3;
     const T guard{-7};
     const T alpha = accumulate ? T{0.5} : T{1};
-    for (const std::size_t m : sides)
-        for (const std::size_t n : sides)
-            for (const std::size_t k : sides) {
+    for (const std::size_t m : ms)
+        for (const std::size_t n : ns)
+            for (const std::size_t k : ks) {
                 const tensor<T> a = random_tensor<T>(s, {batch, m, k}, rng);
                 const tensor<T> at = random_tensor<T>(s, {batch, k, m}, rng);
-                // B's rows n + 2 apart: the kernel must step by B's row stride, not by n.
-                const tensor<T> bw = random_tensor<T>(s, {batch, k, n + 2}, rng);
-                const tensor_view<const T> b = bw.view().slice(2, 0, n);
+                const tensor<T> b = random_tensor<T>(s, {batch, k, n}, rng);
+                // The shared B's rows n + 2 apart: the kernel must step by B's row stride, not
+                // by n.
+                const tensor<T> bw = random_tensor<T>(s, {1, k, n + 2}, rng);
+                const tensor_view<const T> b1 = bw.view().slice(2, 0, n);
                 const tensor<T> c0 = random_tensor<T>(s, {batch, m, n}, rng);
                 const tensor_view<const T> a_t = at.view().transpose(-1, -2);
                 const reference<T> dense = reference_product<T>(a, b, c0.shape());
-                const reference<T> transposed = reference_product<T>(a_t, b.slice(0, 0, 1), c0.shape());
+                const reference<T> transposed = reference_product<T>(a_t, b1, c0.shape());
                 for (unsigned isa = 0; isa <= host; ++isa)
                     for (const bool trans : {false, true}) {
                         const reference<T>& ref = trans ? transposed : dense;
@@ -562,7 +566,8 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                         const tessera::detail::small_gemm_args<T> args{
                             sz(m), sz(n), sz(k),
                             trans ? at.data() : a.data(), trans ? 1 : sz(k), trans ? sz(m) : 1, sz(m * k),
-                            b.data(), sz(n + 2), trans ? 0 : sz(k * (n + 2)),
+                            trans ? b1.data() : b.data(), trans ? sz(n + 2) : sz(n),
+                            trans ? 0 : sz(k * n),
                             c.data(), sz(n + pad), sz((m + 1) * (n + pad)),
                             batch, accumulate, alpha, beta};
                         tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
@@ -595,16 +600,24 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
     be.run([&](session& s) {
         // Written only (the last vector of a row may overlap the one before it), every side
         // 1..20; then on both sides of every block width and height, read and written (each
-        // column once) and scaled with beta = 0 (written only again).
+        // column once) and scaled with beta = 0 (written only again); then the wide panels
+        // (three vectors of 16 floats), the row groups of tall matrices (blocks of unequal
+        // height) and the largest sides.
         std::vector<std::size_t> every(20);
         for (std::size_t i = 0; i < every.size(); ++i) every[i] = i + 1;
         const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 20};
-        check_blocked_shapes<float>(s, rng, every, false, 0.0f);
-        check_blocked_shapes<double>(s, rng, every, false, 0.0);
-        check_blocked_shapes<float>(s, rng, edges, true, -2.0f);
-        check_blocked_shapes<double>(s, rng, edges, true, -2.0);
-        check_blocked_shapes<float>(s, rng, edges, true, 0.0f);
-        check_blocked_shapes<double>(s, rng, edges, true, 0.0);
+        const std::vector<std::size_t> tall = {23, 25, 37, 64}, wide = {33, 40, 47, 48, 49, 64},
+                                        deep = {1, 3, 64};
+        check_blocked_shapes<float>(s, rng, every, every, every, false, 0.0f);
+        check_blocked_shapes<double>(s, rng, every, every, every, false, 0.0);
+        check_blocked_shapes<float>(s, rng, edges, edges, edges, true, -2.0f);
+        check_blocked_shapes<double>(s, rng, edges, edges, edges, true, -2.0);
+        check_blocked_shapes<float>(s, rng, edges, edges, edges, true, 0.0f);
+        check_blocked_shapes<double>(s, rng, edges, edges, edges, true, 0.0);
+        check_blocked_shapes<float>(s, rng, tall, wide, deep, true, -2.0f);
+        check_blocked_shapes<double>(s, rng, tall, wide, deep, true, -2.0);
+        check_blocked_shapes<float>(s, rng, tall, wide, deep, false, 0.0f);
+        check_blocked_shapes<double>(s, rng, tall, wide, deep, false, 0.0);
     });
 }
 
