@@ -251,24 +251,20 @@ template <class T, int L>
 }
 
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
-template <class T>
-struct run;
-template <class T>
-using run_fn = void (*)(const small_gemm_args<T>&, const run<T>&) noexcept;
-template <class T>
 struct run {
-    run_fn<T> fn;               // rows_run for the panel's vectors, tail width and block height
     std::ptrdiff_t column;      // the panel's first column
     std::ptrdiff_t first_row;   // the group's first row
     int blocks;                 // how many blocks, one after the other
     mask tail;                  // the lanes of the panel's last vector that are columns of C
     std::ptrdiff_t whole_rows;  // rows of B whose tail is read without a mask: 0 .. k
 };
+template <class T>
+using run_fn = void (*)(const small_gemm_args<T>&, const run&) noexcept;
 
 // C[0:R, the panel] of one matrix; otherwise as block() above.
 template <class T, int NV, int TL, int R>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block(
-    const small_gemm_args<T>& x, const run<T>& q, const T* __restrict a, const T* __restrict b,
+    const small_gemm_args<T>& x, const run& q, const T* __restrict a, const T* __restrict b,
     T* __restrict c) noexcept {
     constexpr int W = width<T>;
     constexpr int F = NV - 1;  // full vectors before the tail
@@ -324,11 +320,11 @@ template <class T, int NV, int TL, int R>
 // made at compile time or once per batch.
 template <class T, int NV, int TL, int R>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void rows_run(const small_gemm_args<T>& args,
-                                                     const run<T>& group) noexcept {
+                                                     const run& group) noexcept {
     // Local copies: the masked stores into C could otherwise alias them, and every field would
     // be read again after each store.
     const small_gemm_args<T> x = args;
-    const run<T> q = group;
+    const run q = group;
     const T* a = x.a + q.first_row * x.a_rs;
     const T* b = x.b + q.column;
     T* c = x.c + q.first_row * x.c_rs + q.column;
@@ -363,56 +359,74 @@ run_fn<T> rows_run_for(int nv, int tail, int r) noexcept {
     return nv == 1 ? one[t][i] : nv == 2 ? two[t][i] : three[t][i];
 }
 
-// How every matrix of the batch is cut, decided once per batch: the row's vectors in panels of
-// as near equal width as the widest panel allows, and each panel's rows in blocks of as near
-// equal height as its largest block allows (10 rows: two of 5 with two or three vectors, one of 10
-// with one), so that no block is left with too few accumulators to cover the latency. Each panel is
-// one group of blocks, or two where the heights differ by one.
-template <class T>
-struct plan {
-    run<T> runs[2 * ((small_gemm_max / width<T> + max_panel_vectors - 1) / max_panel_vectors)];
-    int count = 0;
-
-    explicit plan(const small_gemm_args<T>& x) noexcept {
-        constexpr int W = width<T>;
-        constexpr int P = max_panel_vectors;
-        const auto m = static_cast<int>(x.m);
-        const auto vectors = static_cast<int>((x.n + W - 1) / W);
-        const auto left = static_cast<int>(x.n) - (vectors - 1) * W;  // 1 .. W
-        const int tail = left <= W / 4 ? 0 : left <= W / 2 ? 1 : 2;
-        // The tail reads `past` elements after its row; they are B's own while rows follow to
-        // hold them and no gap lies between the rows.
-        const std::ptrdiff_t past = (W >> (2 - tail)) - left;
-        std::ptrdiff_t whole_rows = 0;
-        if (past == 0)
-            whole_rows = x.k;
-        else if (x.b_rs == x.n)
-            whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past + x.n - 1) / x.n);
-        const int panels = (vectors + P - 1) / P;
-        std::ptrdiff_t column = 0;
-        for (int i = 0; i < panels; ++i) {
-            const int nv = vectors / panels + (i < vectors % panels ? 1 : 0);
-            const bool last = i + 1 == panels;
-            const int most = max_rows(nv);
-            const int blocks = (m + most - 1) / most, rows = m / blocks, taller = m % blocks;
-            const int t = last ? tail : 2;
-            const mask lanes = (1u << (last ? left : W)) - 1;
-            const std::ptrdiff_t whole = last ? whole_rows : x.k;
-            if (taller > 0)
-                runs[count++] = {rows_run_for<T>(nv, t, rows + 1), column, 0, taller, lanes, whole};
-            runs[count++] = {rows_run_for<T>(nv, t, rows), column,
-                             static_cast<std::ptrdiff_t>(taller) * (rows + 1), blocks - taller,
-                             lanes, whole};
-            column += nv * W;
-        }
-    }
+// m rows in blocks of at most `most` rows, as near equal in height as they go.
+struct row_cut {
+    int rows, blocks, taller;  // blocks of `rows` rows, the first `taller` of them one more
 };
+constexpr row_cut cut_rows(int m, int most) noexcept {
+    const int blocks = (m + most - 1) / most;
+    return {m / blocks, blocks, m % blocks};
+}
 
+// The cuts of every height and the panel widths of every vector count, made at compile time: a
+// single product plans its one matrix, and the run-time divisions of planning it on the spot cost
+// about 20 ns a call.
+template <int Most>
+inline constexpr auto row_cuts = [] {
+    std::array<row_cut, small_gemm_max + 1> cuts{};
+    for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m) cuts[m] = cut_rows(m, Most);
+    return cuts;
+}();
+inline constexpr int most_vectors = static_cast<int>(small_gemm_max) / 8;  // 8 doubles a vector
+inline constexpr auto panel_widths = [] {
+    constexpr int P = max_panel_vectors;
+    std::array<std::array<int, (most_vectors + P - 1) / P>, most_vectors + 1> widths{};
+    for (int vectors = 1; vectors <= most_vectors; ++vectors) {
+        const int panels = (vectors + P - 1) / P;
+        for (int i = 0; i < panels; ++i)
+            widths[vectors][i] = vectors / panels + (i < vectors % panels ? 1 : 0);
+    }
+    return widths;
+}();
+
+// Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
+// near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
+// height as its largest block allows (10 rows: two of 5 with two or three vectors, one of 10
+// with one), so that no block is left with too few accumulators to cover the latency. Each
+// panel runs as one group of blocks, or two where the heights differ by one.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+    constexpr int W = width<T>;
     if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
-    const plan<T> cut(x);
-    for (int i = 0; i < cut.count; ++i) cut.runs[i].fn(x, cut.runs[i]);
+    const auto m = static_cast<std::size_t>(x.m);
+    const auto vectors = static_cast<int>((x.n + W - 1) / W);
+    const auto left = static_cast<int>(x.n) - (vectors - 1) * W;  // 1 .. W
+    const int tail = left <= W / 4 ? 0 : left <= W / 2 ? 1 : 2;
+    // The tail reads `past` elements after its row; they are B's own while rows follow to hold
+    // them and no gap lies between the rows.
+    const std::ptrdiff_t past = (W >> (2 - tail)) - left;
+    std::ptrdiff_t whole_rows = 0;
+    if (past == 0)
+        whole_rows = x.k;
+    else if (x.b_rs == x.n)
+        whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past <= x.n ? 1 : (past + x.n - 1) / x.n));
+    std::ptrdiff_t column = 0;
+    for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
+        if (nv == 0) break;
+        static_assert(max_block_rows<2> == max_block_rows<3>);
+        const row_cut cut =
+            nv == 1 ? row_cuts<max_block_rows<1>>[m] : row_cuts<max_block_rows<2>>[m];
+        const bool last = column + nv * W >= x.n;
+        const int t = last ? tail : 2;
+        const mask lanes = (1u << (last ? left : W)) - 1;
+        const std::ptrdiff_t whole = last ? whole_rows : x.k;
+        if (cut.taller > 0)
+            rows_run_for<T>(nv, t, cut.rows + 1)(x, {column, 0, cut.taller, lanes, whole});
+        rows_run_for<T>(nv, t, cut.rows)(
+            x, {column, static_cast<std::ptrdiff_t>(cut.taller) * (cut.rows + 1),
+                cut.blocks - cut.taller, lanes, whole});
+        column += nv * W;
+    }
 }
 
 }  // namespace masked
