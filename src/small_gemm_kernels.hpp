@@ -31,14 +31,15 @@ namespace small_gemm {
 template <class T, int L>
 using lanes_t = std::conditional_t<L == 1, T, small_kernels::vec_t<T, L>>;
 
-// The register block of each level: R rows of C by two vectors of L lanes, so that R * 2
-// accumulators, two rows of B and a broadcast element of A fit the register file (AVX-512: 16 of
-// 32 zmm; AVX2: 12 of 16 ymm; SSE2: 8 of 16 xmm).
+// The vector width of each level, and the register block of the AVX2 and baseline levels: R rows
+// of C by two vectors of L lanes, so that R * 2 accumulators, two rows of B and a broadcast
+// element of A fit the register file (AVX2: 12 of 16 ymm; SSE2: 8 of 16 xmm). The AVX-512 level
+// cuts its blocks by the shape (namespace masked below).
 template <kernel_isa I, class T>
 inline constexpr int lanes = (I == kernel_isa::avx512 ? 64 : I == kernel_isa::avx2 ? 32 : 16) /
                              static_cast<int>(sizeof(T));
 template <kernel_isa I>
-inline constexpr int block_rows = I == kernel_isa::avx512 ? 8 : I == kernel_isa::avx2 ? 6 : 4;
+inline constexpr int block_rows = I == kernel_isa::avx2 ? 6 : 4;
 
 // C[0:R, columns] of one matrix, where the columns are NV vectors of L lanes, the second at
 // column `second` (L, or less where it overlaps the first to end at the matrix's last column): the
@@ -159,7 +160,9 @@ template <class T, int W, int R>
 //
 // A masked load costs more than a plain one (16x16x16 float: 1.2x the whole product), so the
 // tail's rows of B are read whole where the lanes past the row are B's own next rows (dense B,
-// not its last rows): those lanes only feed accumulator lanes that are never stored.
+// not its last rows): those lanes only feed accumulator lanes that are never stored (their
+// products may raise floating-point exception flags, as the rotations and closed forms of the
+// batched linear algebra already do; the library promises nothing about the flags).
 namespace masked {
 
 template <class T>
