@@ -175,8 +175,6 @@ using mask = unsigned;
 // floats wide): each row's offset into A takes a general register, and 12 of them spill.
 inline constexpr int max_panel_vectors = 3;
 constexpr int max_rows(int nv) noexcept { return nv == 1 ? 12 : 8; }
-template <int NV>
-inline constexpr int max_block_rows = max_rows(NV);
 
 // A vector of L lanes as the low lanes of a full-width one (the rest undefined: a cast, no
 // instruction; GCC 12 lowers a shuffle with undefined lanes through memory, and narrows the
@@ -339,14 +337,14 @@ template <class T, int NV, int TL, int R>
     }
 }
 
-// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_block_rows<NV> rows.
+// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_rows(NV) rows.
 template <class T, int NV, int TL, int... R>
 constexpr std::array<run_fn<T>, sizeof...(R)> rows_runs(std::integer_sequence<int, R...>) noexcept {
     return {&rows_run<T, NV, TL, R + 1>...};
 }
 template <class T, int NV>
-constexpr std::array<std::array<run_fn<T>, max_block_rows<NV>>, 3> panel_runs() noexcept {
-    constexpr auto rows = std::make_integer_sequence<int, max_block_rows<NV>>{};
+constexpr std::array<std::array<run_fn<T>, max_rows(NV)>, 3> panel_runs() noexcept {
+    constexpr auto rows = std::make_integer_sequence<int, max_rows(NV)>{};
     return {rows_runs<T, NV, width<T> / 4>(rows), rows_runs<T, NV, width<T> / 2>(rows),
             rows_runs<T, NV, width<T>>(rows)};
 }
@@ -411,14 +409,13 @@ template <class T>
     std::ptrdiff_t whole_rows = 0;
     if (past == 0)
         whole_rows = x.k;
-    else if (x.b_rs == x.n)
+    else if (x.b_rs == x.n)  // all but the last ceil(past / n) rows; one unless n < past
         whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past <= x.n ? 1 : (past + x.n - 1) / x.n));
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
         if (nv == 0) break;
-        static_assert(max_block_rows<2> == max_block_rows<3>);
-        const row_cut cut =
-            nv == 1 ? row_cuts<max_block_rows<1>>[m] : row_cuts<max_block_rows<2>>[m];
+        static_assert(max_rows(2) == max_rows(3));
+        const row_cut cut = nv == 1 ? row_cuts<max_rows(1)>[m] : row_cuts<max_rows(2)>[m];
         const bool last = column + nv * W >= x.n;
         const int t = last ? tail : 2;
         const mask lanes = (1u << (last ? left : W)) - 1;
