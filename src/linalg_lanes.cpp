@@ -35,11 +35,25 @@ std::uint32_t block_baseline(const lane_run<T>& r, std::size_t& at) noexcept {
     return lanes::run_blocks<Op, 16 / sizeof(T), N>(r, at);
 }
 
-// The Jacobi kernels' 512-bit clone ran at half the speed of their 256-bit one here (GCC 12
-// builds some of its selects lane by lane, a scalar comparison each), so AVX-512 CPUs run those
-// ops on the AVX2 kernels, and the 512-bit ones are not compiled.
-constexpr kernel_isa level_for(lane_op op, kernel_isa isa) noexcept {
-    return is_jacobi(op) && isa == kernel_isa::avx512 ? kernel_isa::avx2 : isa;
+constexpr int width(kernel_isa isa, std::size_t element_size) noexcept {
+    const std::size_t bytes = isa == kernel_isa::avx512 ? 64 : isa == kernel_isa::avx2 ? 32 : 16;
+    return static_cast<int>(bytes / element_size);
+}
+
+// The level whose kernels run op on n x n items when the CPU's is isa: isa itself, except that
+// AVX-512 CPUs run the factorisations of items a 512-bit block cannot transpose and a 256-bit one
+// can (float 3 x 3: 9 elements neither fill nor divide 16 lanes) on the AVX2 kernels: the
+// element-by-element copy made such blocks 2-3x slower than 8 lanes transposed. The Jacobi ops,
+// with far more arithmetic per element, stay at 16 lanes (eigh 3 x 3 float 1.4x faster there).
+constexpr kernel_isa level_for(lane_op op, kernel_isa isa, std::size_t n,
+                               std::size_t element_size) noexcept {
+    const auto transposable = [&](kernel_isa level) {
+        const auto w = static_cast<std::size_t>(width(level, element_size));
+        return n * n >= w || w % (n * n) == 0;
+    };
+    const bool narrower = isa == kernel_isa::avx512 && !is_jacobi(op) &&
+                          !transposable(kernel_isa::avx512) && transposable(kernel_isa::avx2);
+    return narrower ? kernel_isa::avx2 : isa;
 }
 
 template <class T, lane_op Op, int N>
@@ -47,11 +61,12 @@ constexpr lane_fn<T> pick(kernel_isa isa) noexcept {
     if constexpr (is_jacobi(Op) && N > max_jacobi_lane_n) {
         return nullptr;
     } else {
-        switch (level_for(Op, isa)) {
+        switch (level_for(Op, isa, N, sizeof(T))) {
 #if defined(__x86_64__) || defined(__i386__)
             case kernel_isa::avx512:
-                // Never reached by the Jacobi ops (level_for); their 512-bit clone is not built.
-                if constexpr (!is_jacobi(Op)) return &block_avx512<Op, T, N>;
+                // Not reached where level_for says AVX2: those 512-bit kernels are not built.
+                if constexpr (level_for(Op, kernel_isa::avx512, N, sizeof(T)) == kernel_isa::avx512)
+                    return &block_avx512<Op, T, N>;
                 [[fallthrough]];
             case kernel_isa::avx2: return &block_avx2<Op, T, N>;
 #else
@@ -98,11 +113,6 @@ struct lane_table {
 template <class T>
 constinit const lane_table<T> table{};
 
-int width(kernel_isa isa, std::size_t element_size) noexcept {
-    const std::size_t bytes = isa == kernel_isa::avx512 ? 64 : isa == kernel_isa::avx2 ? 32 : 16;
-    return static_cast<int>(bytes / element_size);
-}
-
 }  // namespace
 
 void set_linalg_lanes(bool on, kernel_isa isa) noexcept {
@@ -123,7 +133,7 @@ lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept {
     const int level = current_level();
     if (n < min_lane_n || n > max_lane_n || level < 0) return nullptr;
     const auto isa = static_cast<kernel_isa>(level);
-    lanes = width(level_for(op, isa), sizeof(T));
+    lanes = width(level_for(op, isa, n, sizeof(T)), sizeof(T));
     return table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(op)][n - min_lane_n];
 }
 
