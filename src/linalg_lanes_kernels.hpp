@@ -159,42 +159,76 @@ template <int W, int Bit = 1, class V>
 enum class layout : unsigned char {
     gather,       // anything: element by element
     interleaved,  // item l at item 0 + l: element (i, j) of the W items is one vector
-    dense,        // item l at item 0 + l R C, each row-major and contiguous: W x W transposes
+    dense,        // item l at item 0 + l R C, each row-major and contiguous: shuffle transposes
 };
 
-/// Whether W dense items of E elements each can go through W x W transposes: E >= W (W elements
-/// at a time, the last W overlapping), or E a divisor of W (W / E items per vector).
+/// Whether W dense items of E elements each can go through shuffles: E >= W (W x W transposes, W
+/// elements at a time, the last W overlapping), or E a divisor of W (unzip, below).
 template <int W, int E>
 inline constexpr bool transposable = E >= W || W % E == 0;
 
-// Dense items with E < W (2 x 2 floats in 8 or 16 lanes, 2 x 2 doubles in 8): the block is E
-// vectors, each holding G = W / E whole items. Transposing them as rows of a W x W square (the
-// other rows zero) puts element j of vector k's items in row j, lane k; element e of item
-// l = q G + g is then row g E + e, lane q, and G rows interleave into one vector.
+// Dense items with E < W elements (E a power of two dividing W: 2 x 2 floats in 8 or 16 lanes,
+// 2 x 1 and 4 x 1 right-hand sides) are E vectors holding W / E whole items each. Splitting every
+// pair of vectors into its even and its odd lanes (unzip) turns items of E elements into two
+// sequences of items of E / 2: the even elements and the odd ones. log2(E) such stages leave
+// element e of the W items in vector e: E log2(E) two-vector shuffles per block (a W x W
+// transpose of the zero-padded block took W log2(W) and more to regroup).
 
-/// Lane l of the result is lane l / G of src[l % G] (G a power of two): the even and the odd
-/// sources interleaved first, then those two.
-template <int W, int G, class V, std::size_t... L>
-[[gnu::always_inline]] inline V interleave(const V (&src)[G], std::index_sequence<L...> lanes) noexcept {
-    if constexpr (G == 1) {
-        return src[0];
-    } else {
-        constexpr int H = G / 2;
+/// (Even, odd) lanes of the 2 W lanes of a then b.
+template <class V, std::size_t... L>
+[[gnu::always_inline]] inline void unzip2(V& a, V& b, std::index_sequence<L...>) noexcept {
+    const V even = __builtin_shufflevector(a, b, static_cast<int>(2 * L)...);
+    b = __builtin_shufflevector(a, b, static_cast<int>(2 * L + 1)...);
+    a = even;
+}
+
+/// The inverse: the lanes of a and b interleaved, the first W in a, the next W in b.
+template <class V, std::size_t... L>
+[[gnu::always_inline]] inline void zip2(V& a, V& b, std::index_sequence<L...>) noexcept {
+    constexpr int W = static_cast<int>(sizeof...(L));
+    const V low = __builtin_shufflevector(a, b, static_cast<int>(L / 2 + (L % 2) * W)...);
+    b = __builtin_shufflevector(a, b, static_cast<int>(W / 2 + L / 2 + (L % 2) * W)...);
+    a = low;
+}
+
+/// r: E vectors of consecutive items of E elements in; vector e holds element e of each item out.
+template <int E, class V>
+[[gnu::always_inline]] inline void unzip(V (&r)[E]) noexcept {
+    if constexpr (E > 1) {
+        constexpr int H = E / 2;
         V even[H], odd[H];
-        for (int h = 0; h < H; ++h) {
-            even[h] = src[2 * h];
-            odd[h] = src[2 * h + 1];
+        for (int i = 0; i < H; ++i) {
+            even[i] = r[2 * i];
+            odd[i] = r[2 * i + 1];
+            unzip2(even[i], odd[i], std::make_index_sequence<lane_count<V>>{});
         }
-        return __builtin_shufflevector(
-            interleave<W, H>(even, lanes), interleave<W, H>(odd, lanes),
-            static_cast<int>((L % G % 2) * W + (L / G) * H + L % G / 2)...);
+        unzip<H>(even);
+        unzip<H>(odd);
+        for (int j = 0; j < H; ++j) {
+            r[2 * j] = even[j];
+            r[2 * j + 1] = odd[j];
+        }
     }
 }
 
-/// The inverse: lane q of result g is lane q G + g of v (lanes q >= W / G unused).
-template <int W, int G, int Gi, class V, std::size_t... L>
-[[gnu::always_inline]] inline V deinterleave(V v, std::index_sequence<L...>) noexcept {
-    return __builtin_shufflevector(v, v, static_cast<int>((L * G + Gi) % W)...);
+/// The inverse of unzip.
+template <int E, class V>
+[[gnu::always_inline]] inline void zip(V (&r)[E]) noexcept {
+    if constexpr (E > 1) {
+        constexpr int H = E / 2;
+        V even[H], odd[H];
+        for (int j = 0; j < H; ++j) {
+            even[j] = r[2 * j];
+            odd[j] = r[2 * j + 1];
+        }
+        zip<H>(even);
+        zip<H>(odd);
+        for (int i = 0; i < H; ++i) {
+            zip2(even[i], odd[i], std::make_index_sequence<lane_count<V>>{});
+            r[2 * i] = even[i];
+            r[2 * i + 1] = odd[i];
+        }
+    }
 }
 
 /// The W items of one operand in a block: where the first starts, the run's step between
@@ -240,21 +274,9 @@ template <int W, int R, int C, class T, class V>
         case layout::dense:
             if constexpr (E < W) {
                 if constexpr (transposable<W, E>) {
-                    constexpr int G = W / E;
-                    V r[W];
 #pragma GCC unroll 16
-                    for (int k = 0; k < W; ++k) {
-                        if (k < E) std::memcpy(&r[k], p + k * W, sizeof(V));
-                        else r[k] = V{};
-                    }
-                    transpose<W>(r);
-#pragma GCC unroll 16
-                    for (int e = 0; e < E; ++e) {
-                        V src[G];
-#pragma GCC unroll 4
-                        for (int g = 0; g < G; ++g) src[g] = r[g * E + e];
-                        m[e] = interleave<W, G>(src, std::make_index_sequence<W>{});
-                    }
+                    for (int k = 0; k < E; ++k) std::memcpy(&m[k], p + k * W, sizeof(V));
+                    unzip<E>(m);
                 }
                 return;
             }
@@ -301,16 +323,10 @@ template <int W, int R, int C, class T, class V>
         case layout::dense:
             if constexpr (E < W) {
                 if constexpr (transposable<W, E>) {
-                    constexpr int G = W / E;
-                    V r[W];
+                    V r[E];
 #pragma GCC unroll 16
-                    for (int e = 0; e < E; ++e)
-                        [&]<int... Gi>(std::integer_sequence<int, Gi...>) __attribute__((always_inline)) {
-                            ((r[Gi * E + e] =
-                                  deinterleave<W, G, Gi>(m[e], std::make_index_sequence<W>{})),
-                             ...);
-                        }(std::make_integer_sequence<int, G>{});
-                    transpose<W>(r);
+                    for (int e = 0; e < E; ++e) r[e] = m[e];
+                    zip<E>(r);
 #pragma GCC unroll 16
                     for (int k = 0; k < E; ++k) std::memcpy(p + k * W, &r[k], sizeof(V));
                 }
