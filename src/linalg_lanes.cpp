@@ -44,7 +44,7 @@ constexpr int width(kernel_isa isa, std::size_t element_size) noexcept {
 // AVX-512 CPUs run the factorisations of items a 512-bit block cannot transpose and a 256-bit one
 // can (float 3 x 3: 9 elements neither fill nor divide 16 lanes) on the AVX2 kernels: the
 // element-by-element copy made such blocks 2-3x slower than 8 lanes transposed. The Jacobi ops,
-// with far more arithmetic per element, stay at 16 lanes (eigh 3 x 3 float 1.4x faster there).
+// with far more arithmetic per element, keep the full width (eigh 3 x 3 float 1.4x faster there).
 constexpr kernel_isa level_for(lane_op op, kernel_isa isa, std::size_t n,
                                std::size_t element_size) noexcept {
     const auto transposable = [&](kernel_isa level) {

@@ -5,19 +5,20 @@
 // are per-lane selects.
 //
 // A block kernel reads its W items into lanes (one vector load per element when the items are
-// interleaved in memory, a W x W shuffle transpose per W elements when they are dense and
-// consecutive, one element at a time otherwise), computes, and writes back every lane whose item
-// it could finish. It returns the lanes it could not: a zero or subnormal pivot, a determinant out
-// of the normal range, a non-positive Cholesky pivot; for the Jacobi kernels (eigh, svd at n = 2,
-// 3) a NaN, infinite or all-subnormal item, an item still rotating after max_sweeps, and the
-// cases listed at svd_block. Those items are redone by the per-matrix kernels (src/linalg_*.cpp),
-// which decide the failure code and every edge case exactly as they do alone; their outputs are
-// left untouched by the block, so that an item computed in place still has its input.
+// interleaved in memory, shuffles when they are dense and consecutive: W x W transposes, or unzip
+// stages for items smaller than a vector; one element at a time otherwise), computes, and writes
+// back every lane whose item it could finish. It returns the lanes it could not: a zero or
+// subnormal pivot, a determinant out of the normal range, a non-positive Cholesky pivot; for the
+// Jacobi kernels (eigh, svd at n = 2, 3) a NaN, infinite or all-subnormal item, an item still
+// rotating after max_sweeps, and the cases listed at svd_block. Those items are redone by the
+// per-matrix kernels (src/linalg_*.cpp), which decide the failure code and every edge case exactly
+// as they do alone; their outputs are left untouched by the block, so that an item computed in
+// place still has its input.
 //
 // Compiled three times (AVX-512, AVX2 + FMA, the build's baseline) by target attributes, like the
-// tiny-matrix products, and picked once per process by host_kernel_isa() (the Jacobi kernels
-// twice: see level_for in src/linalg_lanes.cpp). Private to the library: src/linalg_lanes.cpp
-// instantiates it.
+// tiny-matrix products, and picked once per process by host_kernel_isa() (the float 3 x 3
+// factorisations twice: see level_for in src/linalg_lanes.cpp). Private to the library:
+// src/linalg_lanes.cpp instantiates it.
 #pragma once
 
 #include <cmath>
@@ -96,12 +97,15 @@ template <int H, class V, std::size_t... L>
     }
 }
 
-/// Whether any lane of x is above zero (x without NaN), by shuffles: a loop over the lanes is
+/// Whether any lane of x is above zero (a NaN lane is not), by shuffles: a loop over the lanes is
 /// one scalar comparison per lane in the AVX-512 clone.
 template <class V>
 [[gnu::always_inline]] inline bool any_positive(V x) noexcept {
+    using T = elem_t<V>;
     constexpr int W = lane_count<V>;
-    return fold_max<W / 2>(x, std::make_index_sequence<W>{})[0] > 0;
+    // 0 or 1 first, so that a NaN lane cannot hide the others from the comparisons of the fold.
+    const V set = x > T(0) ? splat<V>(T(1)) : V{};
+    return fold_max<W / 2>(set, std::make_index_sequence<W>{})[0] > 0;
 }
 
 /// The lanes below `count` whose flag is set, as bits; none set (the usual case) is one test.
@@ -269,7 +273,8 @@ template <int W, int R, int C, class T, class V>
 #pragma GCC unroll 64
             for (int i = 0; i < R; ++i)
 #pragma GCC unroll 64
-                for (int j = 0; j < C; ++j) std::memcpy(&m[i * C + j], p + i * rs + j * cs, sizeof(V));
+                for (int j = 0; j < C; ++j)
+                    std::memcpy(&m[i * C + j], p + i * rs + j * cs, sizeof(V));
             return;
         case layout::dense:
             if constexpr (E < W) {
@@ -318,7 +323,8 @@ template <int W, int R, int C, class T, class V>
 #pragma GCC unroll 64
             for (int i = 0; i < R; ++i)
 #pragma GCC unroll 64
-                for (int j = 0; j < C; ++j) std::memcpy(p + i * rs + j * cs, &m[i * C + j], sizeof(V));
+                for (int j = 0; j < C; ++j)
+                    std::memcpy(p + i * rs + j * cs, &m[i * C + j], sizeof(V));
             return;
         case layout::dense:
             if constexpr (E < W) {
@@ -554,9 +560,9 @@ template <class V>
 }
 
 /// Scales the E entries of m so that the largest magnitude of each lane lies in [1, 2) (in [1, 4)
-/// from 1 / min up, so that the scale's reciprocal stays normal), by a power of two
-/// (exact unless an entry falls below the normal range, so a diagonal matrix keeps its bits);
-/// returns that power. Lanes whose largest magnitude is NaN, infinite or subnormal get the flag
+/// from 1 / min up, so that the scale's reciprocal stays normal), by a power of two (exact unless
+/// an entry falls below the normal range, so a diagonal matrix keeps its bits); returns that
+/// power. Lanes with a NaN or an infinity, or whose largest magnitude is subnormal, get the flag
 /// `bad` and are zeroed, so that they are done at once (they are handed back); an all-zero lane
 /// keeps scale 1.
 template <int E, class V>
@@ -899,7 +905,8 @@ template <int W, int N, class T>
     store<W, N, N>(a, plu, redo, r.op[1].rs, r.op[1].cs);
     for (int l = 0; l < count; ++l) {
         if (redo & (std::uint32_t{1} << l)) continue;
-        for (int i = 0; i < N; ++i) pp.item(l)[i * r.piv.rs] = static_cast<std::int64_t>(perm[i][l]);
+        for (int i = 0; i < N; ++i)
+            pp.item(l)[i * r.piv.rs] = static_cast<std::int64_t>(perm[i][l]);
     }
     return redo;
 }
@@ -990,11 +997,10 @@ template <int W, int N, bool Vectors, class T>
         // svd at N = 3 hands back a column too short for the relative orthogonality test: with
         // N^2 epsilon^2 |a_p|^2 |a_q|^2 below the smallest normal number, jacobi_svd's absolute
         // floor decides instead, and U's columns need not be orthogonal.
-        if constexpr (Vectors && N > 2)
-            bad = x * x * (T(N * N) * std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon()) <
-                          std::numeric_limits<T>::min()
-                      ? splat<V>(T(1))
-                      : bad;
+        if constexpr (Vectors && N > 2) {
+            constexpr T eps = std::numeric_limits<T>::epsilon();
+            bad += x * x * (T(N * N) * eps * eps) < std::numeric_limits<T>::min() ? splat<V>(T(1)) : V{};
+        }
         sigma[j] = x;
     }
     sort_columns<N, true>(sigma, a, Vectors ? v : nullptr);
@@ -1006,7 +1012,7 @@ template <int W, int N, bool Vectors, class T>
         // unit vector and that vector turned by 90 degrees, and the smaller singular value is
         // a_1's length along the second (the part along the first, ~epsilon |A|, is a backward
         // error of that size). |a_0| >= |A|_F / sqrt(2) >= 1 / sqrt(2) unless A = 0.
-        if constexpr (Vectors) bad = sigma[0] == T(0) ? splat<V>(T(1)) : bad;
+        if constexpr (Vectors) bad += sigma[0] == T(0) ? splat<V>(T(1)) : V{};
         const V inv = sigma[0] == T(0) ? V{} : T(1) / sigma[0];
         const V u00 = a[0] * inv, u10 = a[2] * inv;
         const V along = u00 * a[3] - u10 * a[1];  // a_1 . (-u10, u00)
