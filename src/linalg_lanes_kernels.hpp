@@ -401,7 +401,7 @@ template <class V>
 /// Returns the flags of the lanes with a pivot below the smallest normal number.
 template <int N, class V>
 [[gnu::always_inline]] inline V factor_lu(V (&a)[N * N], V (&perm)[N], V& sign,
-                                                  V (&inv_diag)[N]) noexcept {
+                                          V (&inv_diag)[N]) noexcept {
     using T = elem_t<V>;
     V bad{};
     for (int i = 0; i < N; ++i) perm[i] = splat<V>(T(i));

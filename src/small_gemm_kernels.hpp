@@ -378,7 +378,7 @@ inline constexpr auto row_cuts = [] {
     for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m) cuts[m] = cut_rows(m, Most);
     return cuts;
 }();
-inline constexpr int most_vectors = static_cast<int>(small_gemm_max) / 8;  // 8 doubles a vector
+inline constexpr int most_vectors = static_cast<int>(small_gemm_max) / width<double>;
 inline constexpr auto panel_widths = [] {
     constexpr int P = max_panel_vectors;
     std::array<std::array<int, (most_vectors + P - 1) / P>, most_vectors + 1> widths{};
