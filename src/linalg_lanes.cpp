@@ -22,11 +22,13 @@ int current_level() noexcept {
 // W = the level's register width over the element size.
 #if defined(__x86_64__) || defined(__i386__)
 template <lane_op Op, class T, int N>
-[[gnu::target(TESSERA_AVX512_TARGET)]] std::uint32_t block_avx512(const lane_run<T>& r, std::size_t& at) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET)]] std::uint32_t block_avx512(const lane_run<T>& r,
+                                                                  std::size_t& at) noexcept {
     return lanes::run_blocks<Op, 64 / sizeof(T), N>(r, at);
 }
 template <lane_op Op, class T, int N>
-[[gnu::target("avx2,fma")]] std::uint32_t block_avx2(const lane_run<T>& r, std::size_t& at) noexcept {
+[[gnu::target("avx2,fma")]] std::uint32_t block_avx2(const lane_run<T>& r,
+                                                     std::size_t& at) noexcept {
     return lanes::run_blocks<Op, 32 / sizeof(T), N>(r, at);
 }
 #endif
@@ -41,10 +43,12 @@ constexpr int width(kernel_isa isa, std::size_t element_size) noexcept {
 }
 
 // The level whose kernels run op on n x n items when the CPU's is isa: isa itself, except that
-// AVX-512 CPUs run the factorisations of items a 512-bit block cannot transpose and a 256-bit one
-// can (float 3 x 3: 9 elements neither fill nor divide 16 lanes) on the AVX2 kernels: the
-// element-by-element copy made such blocks 2-3x slower than 8 lanes transposed. The Jacobi ops,
-// with far more arithmetic per element, keep the full width (eigh 3 x 3 float 1.4x faster there).
+// AVX-512 CPUs run the factorisations of items that neither fill nor divide a 512-bit vector but
+// fill a 256-bit one (float 3 x 3: 9 elements, 16 lanes) on the AVX2 kernels, which take them by
+// two overlapping 8 x 8 transposes: in 16 lanes (split by chains of shuffles) solve and inverse
+// ran 2-3x slower (a 3 x 3 solve 10.5 ns against 3.6, 2026-12-02), cholesky and det as fast. The
+// Jacobi ops, with far more arithmetic per element, keep the full width (eigh 3 x 3 float 1.4x
+// faster there).
 constexpr kernel_isa level_for(lane_op op, kernel_isa isa, std::size_t n,
                                std::size_t element_size) noexcept {
     const auto transposable = [&](kernel_isa level) {
@@ -116,7 +120,8 @@ constinit const lane_table<T> table{};
 }  // namespace
 
 void set_linalg_lanes(bool on, kernel_isa isa) noexcept {
-    const auto level = std::min(static_cast<unsigned>(isa), static_cast<unsigned>(host_kernel_isa()));
+    const auto level =
+        std::min(static_cast<unsigned>(isa), static_cast<unsigned>(host_kernel_isa()));
     lanes_level.store(on ? static_cast<int>(level) : -1, std::memory_order_relaxed);
 }
 

@@ -5,8 +5,8 @@
 // are per-lane selects.
 //
 // A block kernel reads its W items into lanes (one vector load per element when the items are
-// interleaved in memory, shuffles when they are dense and consecutive: W x W transposes, or unzip
-// stages for items smaller than a vector; one element at a time otherwise), computes, and writes
+// interleaved in memory, shuffles when they are dense and consecutive: W x W transposes, or
+// split_items for items smaller than a vector; one element at a time otherwise), computes, writes
 // back every lane whose item it could finish. It returns the lanes it could not: a zero or
 // subnormal pivot, a determinant out of the normal range, a non-positive Cholesky pivot; for the
 // Jacobi kernels (eigh, svd at n = 2, 3) a NaN, infinite or all-subnormal item, an item still
@@ -138,7 +138,8 @@ template <int W, int Bit, bool Upper, class V, std::size_t... L>
 [[gnu::always_inline]] inline V transpose_step(V lo, V hi, std::index_sequence<L...>) noexcept {
     if constexpr (!Upper)
         return __builtin_shufflevector(
-            lo, hi, ((L & Bit) ? static_cast<int>(W + (L & ~std::size_t{Bit})) : static_cast<int>(L))...);
+            lo, hi,
+            ((L & Bit) ? static_cast<int>(W + (L & ~std::size_t{Bit})) : static_cast<int>(L))...);
     else
         return __builtin_shufflevector(
             lo, hi, ((L & Bit) ? static_cast<int>(W + L) : static_cast<int>(L | Bit))...);
@@ -152,7 +153,8 @@ template <int W, int Bit = 1, class V>
         for (int i = 0; i < W; ++i) {
             if (i & Bit) continue;
             t[i] = transpose_step<W, Bit, false>(r[i], r[i | Bit], std::make_index_sequence<W>{});
-            t[i | Bit] = transpose_step<W, Bit, true>(r[i], r[i | Bit], std::make_index_sequence<W>{});
+            t[i | Bit] =
+                transpose_step<W, Bit, true>(r[i], r[i | Bit], std::make_index_sequence<W>{});
         }
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) r[i] = t[i];
@@ -163,20 +165,19 @@ template <int W, int Bit = 1, class V>
 enum class layout : unsigned char {
     gather,       // anything: element by element
     interleaved,  // item l at item 0 + l: element (i, j) of the W items is one vector
-    dense,        // item l at item 0 + l R C, each row-major and contiguous: shuffle transposes
+    dense,        // item l at item 0 + l R C, each row-major and contiguous: shuffles
 };
 
-/// Whether W dense items of E elements each can go through shuffles: E >= W (W x W transposes, W
-/// elements at a time, the last W overlapping), or E a divisor of W (unzip, below).
-template <int W, int E>
-inline constexpr bool transposable = E >= W || W % E == 0;
-
-// Dense items with E < W elements (E a power of two dividing W: 2 x 2 floats in 8 or 16 lanes,
-// 2 x 1 and 4 x 1 right-hand sides) are E vectors holding W / E whole items each. Splitting every
-// pair of vectors into its even and its odd lanes (unzip) turns items of E elements into two
-// sequences of items of E / 2: the even elements and the odd ones. log2(E) such stages leave
-// element e of the W items in vector e: E log2(E) two-vector shuffles per block (a W x W
-// transpose of the zero-padded block took W log2(W) and more to regroup).
+// Dense items with E < W elements (2 x 2 matrices, right-hand sides of 2 to 7 elements, 3 x 3
+// floats in 16 lanes) are E vectors holding W consecutive items, and split_items leaves element e
+// of the W items in vector e (join_items undoes it). Two ways, both E vectors in and E out:
+// - E a power of two: splitting every pair of vectors into its even and its odd lanes (unzip)
+//   turns items of E elements into two sequences of items of E / 2, the even elements and the odd
+//   ones; log2(E) such stages: E log2(E) two-vector shuffles.
+// - any other E: element e of the W items lies in every one of the E vectors (W >= E consecutive
+//   elements hold each residue of E), so vector e out is a chain of E - 1 two-vector shuffles, each
+//   bringing in the lanes of one more vector: E (E - 1) shuffles, where the element-by-element path
+//   moved E W scalars through memory.
 
 /// (Even, odd) lanes of the 2 W lanes of a then b.
 template <class V, std::size_t... L>
@@ -195,7 +196,6 @@ template <class V, std::size_t... L>
     a = low;
 }
 
-/// r: E vectors of consecutive items of E elements in; vector e holds element e of each item out.
 template <int E, class V>
 [[gnu::always_inline]] inline void unzip(V (&r)[E]) noexcept {
     if constexpr (E > 1) {
@@ -215,7 +215,6 @@ template <int E, class V>
     }
 }
 
-/// The inverse of unzip.
 template <int E, class V>
 [[gnu::always_inline]] inline void zip(V (&r)[E]) noexcept {
     if constexpr (E > 1) {
@@ -232,6 +231,78 @@ template <int E, class V>
             r[2 * i] = even[i];
             r[2 * i + 1] = odd[i];
         }
+    }
+}
+
+/// Step K >= 1 of gathering element e: the lanes of v (block vector K) whose item's element e
+/// lies there join acc, which is block vector 0 itself at K = 1. Element e of item l is flat
+/// element l E + e of the block: lane (l E + e) % W of vector (l E + e) / W.
+template <int E, int e, int K, class V, std::size_t... L>
+[[gnu::always_inline]] inline V gather_step(V acc, V v, std::index_sequence<L...>) noexcept {
+    constexpr std::size_t W = sizeof...(L);
+    return __builtin_shufflevector(
+        acc, v,
+        static_cast<int>((L * E + e) / W == K ? W + (L * E + e) % W
+                                              : K == 1 ? (L * E + e) % W : L)...);
+}
+
+/// Step K >= 1 of scattering into block vector s: the lanes whose flat element s W + q is
+/// element K of its item take it from v (element vector K); acc is element vector 0 at K = 1.
+template <int E, int s, int K, class V, std::size_t... L>
+[[gnu::always_inline]] inline V scatter_step(V acc, V v, std::index_sequence<L...>) noexcept {
+    constexpr std::size_t W = sizeof...(L);
+    return __builtin_shufflevector(
+        acc, v,
+        static_cast<int>((s * W + L) % E == K ? W + (s * W + L) / E
+                                              : K == 1 ? (s * W + L) / E : L)...);
+}
+
+/// Output vector J of a chain of E - 1 steps over the vectors r (gather_step or scatter_step).
+template <int E, int J, bool Gather, int K = 1, class V>
+[[gnu::always_inline]] inline V chain(const V (&r)[E], V acc) noexcept {
+    if constexpr (K == E) {
+        return acc;
+    } else {
+        const auto lanes = std::make_index_sequence<lane_count<V>>{};
+        if constexpr (Gather)
+            return chain<E, J, Gather, K + 1>(r, gather_step<E, J, K>(acc, r[K], lanes));
+        else
+            return chain<E, J, Gather, K + 1>(r, scatter_step<E, J, K>(acc, r[K], lanes));
+    }
+}
+
+template <int E, bool Gather, int J = 0, class V>
+[[gnu::always_inline]] inline void chains(const V (&r)[E], V (&out)[E]) noexcept {
+    if constexpr (J < E) {
+        out[J] = chain<E, J, Gather>(r, r[0]);
+        chains<E, Gather, J + 1>(r, out);
+    }
+}
+
+/// r: E < W vectors of W consecutive items of E elements in; vector e holds element e of each
+/// item out.
+template <int E, class V>
+[[gnu::always_inline]] inline void split_items(V (&r)[E]) noexcept {
+    static_assert(E < lane_count<V>);
+    if constexpr ((E & (E - 1)) == 0) {
+        unzip<E>(r);
+    } else {
+        V out[E];
+        chains<E, true>(r, out);
+        for (int e = 0; e < E; ++e) r[e] = out[e];
+    }
+}
+
+/// The inverse of split_items.
+template <int E, class V>
+[[gnu::always_inline]] inline void join_items(V (&r)[E]) noexcept {
+    static_assert(E < lane_count<V>);
+    if constexpr ((E & (E - 1)) == 0) {
+        zip<E>(r);
+    } else {
+        V out[E];
+        chains<E, false>(r, out);
+        for (int e = 0; e < E; ++e) r[e] = out[e];
     }
 }
 
@@ -256,7 +327,7 @@ template <int W, int R, int C, class U>
     if (x.count < W) return layout::gather;
     if (x.step == 1) return layout::interleaved;
     constexpr int E = R * C;
-    if (transposable<W, E> && x.step == E && (C == 1 || cs == 1) && (R == 1 || rs == C))
+    if (x.step == E && (C == 1 || cs == 1) && (R == 1 || rs == C))
         return layout::dense;
     return layout::gather;
 }
@@ -278,11 +349,9 @@ template <int W, int R, int C, class T, class V>
             return;
         case layout::dense:
             if constexpr (E < W) {
-                if constexpr (transposable<W, E>) {
 #pragma GCC unroll 16
-                    for (int k = 0; k < E; ++k) std::memcpy(&m[k], p + k * W, sizeof(V));
-                    unzip<E>(m);
-                }
+                for (int k = 0; k < E; ++k) std::memcpy(&m[k], p + k * W, sizeof(V));
+                split_items<E>(m);
                 return;
             }
 #pragma GCC unroll 8
@@ -328,14 +397,12 @@ template <int W, int R, int C, class T, class V>
             return;
         case layout::dense:
             if constexpr (E < W) {
-                if constexpr (transposable<W, E>) {
-                    V r[E];
+                V r[E];
 #pragma GCC unroll 16
-                    for (int e = 0; e < E; ++e) r[e] = m[e];
-                    zip<E>(r);
+                for (int e = 0; e < E; ++e) r[e] = m[e];
+                join_items<E>(r);
 #pragma GCC unroll 16
-                    for (int k = 0; k < E; ++k) std::memcpy(p + k * W, &r[k], sizeof(V));
-                }
+                for (int k = 0; k < E; ++k) std::memcpy(p + k * W, &r[k], sizeof(V));
                 return;
             }
 #pragma GCC unroll 8
@@ -456,7 +523,8 @@ template <int N, class V>
 
 /// y = P b per lane: y[i] = b[perm[i]].
 template <int N, class V>
-[[gnu::always_inline]] inline void permute(const V (&perm)[N], const V (&b)[N], V (&y)[N]) noexcept {
+[[gnu::always_inline]] inline void permute(const V (&perm)[N], const V (&b)[N],
+                                           V (&y)[N]) noexcept {
     using T = elem_t<V>;
     for (int i = 0; i < N; ++i) {
         V v = b[0];
@@ -465,15 +533,32 @@ template <int N, class V>
     }
 }
 
-/// The determinants of the 2 x 2 or 3 x 3 matrices in e, as closed_det in src/linalg_lu.cpp.
+/// The determinants of the 2 x 2 to 4 x 4 matrices in e, as the per-matrix det computes them:
+/// closed_det in src/linalg_lu.cpp up to 3 x 3, Eigen's 4 x 4 expansion by 2 x 2 minors at 4 x 4,
+/// with the same products and sums in the same order.
 template <int N, class V>
 [[gnu::always_inline]] inline V closed_det(const V (&e)[N * N]) noexcept {
     if constexpr (N == 2) {
         return minor2(e[0], e[3], e[1], e[2]);
-    } else {
-        static_assert(N == 3);
-        return mul(e[0], minor2(e[4], e[8], e[5], e[7])) + mul(e[1], minor2(e[5], e[6], e[3], e[8])) +
+    } else if constexpr (N == 3) {
+        return mul(e[0], minor2(e[4], e[8], e[5], e[7])) +
+               mul(e[1], minor2(e[5], e[6], e[3], e[8])) +
                mul(e[2], minor2(e[3], e[7], e[4], e[6]));
+    } else {
+        static_assert(N == 4);
+        // The minors of columns 0 and 1 over rows i and j, then of columns 0 to 2 over three rows.
+        const auto d2 = [&](int i, int j) __attribute__((always_inline)) {
+            return minor2(e[i * 4], e[j * 4 + 1], e[j * 4], e[i * 4 + 1]);
+        };
+        const V d01 = d2(0, 1), d02 = d2(0, 2), d03 = d2(0, 3), d12 = d2(1, 2), d13 = d2(1, 3),
+                d23 = d2(2, 3);
+        const auto d3 = [&](int i0, V m0, int i1, V m1, int i2,
+                            V m2) __attribute__((always_inline)) {
+            return mul(e[i0 * 4 + 2], m0) + (mul(-e[i1 * 4 + 2], m1) + mul(e[i2 * 4 + 2], m2));
+        };
+        const V d3_0 = d3(1, d23, 2, d13, 3, d12), d3_1 = d3(0, d23, 2, d03, 3, d02),
+                d3_2 = d3(0, d13, 1, d03, 3, d01), d3_3 = d3(0, d12, 1, d02, 2, d01);
+        return (mul(-e[3], d3_0) + mul(e[7], d3_1)) + (mul(-e[11], d3_2) + mul(e[15], d3_3));
     }
 }
 
@@ -513,14 +598,16 @@ template <int N, class V>
     }
 }
 
-/// The determinants of the N x N matrices in a (destroyed for N > 3); `bad` gets a positive flag
-/// in the lanes whose determinant, or for N > 3 any partial product of the pivots, is not usable
-/// (zero, subnormal, beyond the range or NaN): a product that left the range on the way is wrong
-/// even where it comes back. The per-matrix path decides those with its scaled pivot product.
-template <int N, class V>
+/// The determinants of the N x N matrices in a (destroyed where LU runs): closed_det up to
+/// Closed x Closed, as the per-matrix path (det 4, slogdet 3), else the product of LU's pivots.
+/// `bad` gets a positive flag in the lanes whose determinant, or for LU any partial product of the
+/// pivots, is not usable (zero, subnormal, beyond the range or NaN): a product that left the range
+/// on the way is wrong even where it comes back. The per-matrix path decides those with its scaled
+/// pivot product.
+template <int N, int Closed, class V>
 [[gnu::always_inline]] inline V determinant(V (&a)[N * N], V& bad) noexcept {
     V det;
-    if constexpr (N <= 3) {
+    if constexpr (N <= Closed) {
         det = closed_det<N>(a);
         bad = unusable(det);
     } else {
@@ -551,7 +638,8 @@ template <class V>
     using M = mask_t<V>;
     using I = elem_t<M>;
     constexpr int mantissa = std::numeric_limits<T>::digits - 1;
-    constexpr I exponent = static_cast<I>(((I{1} << (sizeof(T) * 8 - 1 - mantissa)) - 1) << mantissa);
+    constexpr I exponent =
+        static_cast<I>(((I{1} << (sizeof(T) * 8 - 1 - mantissa)) - 1) << mantissa);
     M bits;
     std::memcpy(&bits, &x, sizeof(V));
     bits &= exponent;
@@ -677,7 +765,8 @@ template <int N, bool Vectors, class V>
     const auto need = [&](int p, int q) __attribute__((always_inline)) {
         const V xx = a[p * N + p] * a[p * N + p], yy = a[q * N + q] * a[q * N + q];
         V limit = eps2 * (xx > yy ? xx : yy);
-        limit = limit > std::numeric_limits<T>::min() ? limit : splat<V>(std::numeric_limits<T>::min());
+        limit = limit > std::numeric_limits<T>::min() ? limit
+                                                       : splat<V>(std::numeric_limits<T>::min());
         return a[p * N + q] * a[p * N + q] - limit;
     };
     const auto unfinished = [&]() __attribute__((always_inline)) {
@@ -725,7 +814,8 @@ template <int N, bool Vectors, class V>
 template <int N, bool Vectors, class V>
 [[gnu::always_inline]] inline V jacobi_svd(V (&a)[N * N], V (&v)[N * N]) noexcept {
     using T = elem_t<V>;
-    constexpr T tol2 = T(N * N) * std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
+    constexpr T eps = std::numeric_limits<T>::epsilon();
+    constexpr T tol2 = T(N * N) * eps * eps;
     // The pair's Gram matrix [x z; z y]; returns the need for a rotation, as jacobi_eigen's.
     const auto gram = [&](int p, int q, V& x, V& y, V& z) __attribute__((always_inline)) {
         x = a[p] * a[p];
@@ -738,7 +828,8 @@ template <int N, bool Vectors, class V>
             z += a[r * N + p] * a[r * N + q];
         }
         V limit = tol2 * (x * y);
-        limit = limit > std::numeric_limits<T>::min() ? limit : splat<V>(std::numeric_limits<T>::min());
+        limit = limit > std::numeric_limits<T>::min() ? limit
+                                                       : splat<V>(std::numeric_limits<T>::min());
         return z * z - limit;
     };
     const auto unfinished = [&]() __attribute__((always_inline)) {
@@ -911,15 +1002,17 @@ template <int W, int N, class T>
     return redo;
 }
 
-/// The determinants of the block's items; `redo` gets the items to hand back.
-template <int W, int N, class T>
+/// The determinants of the block's items (closed forms up to Closed x Closed); `redo` gets the
+/// items to hand back.
+template <int W, int N, int Closed, class T>
 [[gnu::always_inline]] inline vec_t<T, W> block_determinants(const lane_run<T>& r, std::size_t at,
-                                                             int count, std::uint32_t& redo) noexcept {
+                                                             int count,
+                                                             std::uint32_t& redo) noexcept {
     using V = vec_t<T, W>;
     V a[N * N];
     load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
     V bad;
-    const V det = determinant<N>(a, bad);
+    const V det = determinant<N, Closed>(a, bad);
     redo = flag_bits<W>(bad, count);
     return det;
 }
@@ -929,7 +1022,7 @@ template <int W, int N, class T>
                                                          int count) noexcept {
     using V = vec_t<T, W>;
     std::uint32_t redo;
-    const V out[1] = {block_determinants<W, N>(r, at, count, redo)};
+    const V out[1] = {block_determinants<W, N, 4>(r, at, count, redo)};
     store<W, 1, 1>(out, items<W>(r, 1, r.op[1], at, count), redo, 0, 0);
     return redo;
 }
@@ -938,7 +1031,7 @@ template <int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t slogdet_block(const lane_run<T>& r, std::size_t at,
                                                          int count) noexcept {
     std::uint32_t redo;
-    const vec_t<T, W> det = block_determinants<W, N>(r, at, count, redo);
+    const vec_t<T, W> det = block_determinants<W, N, 3>(r, at, count, redo);
     // One logarithm per item, in scalar code: a usable determinant is normal and finite, so its
     // logarithm is exact to rounding; the others are redone through the pivots' logarithms.
     const auto ps = items<W>(r, 1, r.op[1], at, count);
@@ -999,7 +1092,8 @@ template <int W, int N, bool Vectors, class T>
         // floor decides instead, and U's columns need not be orthogonal.
         if constexpr (Vectors && N > 2) {
             constexpr T eps = std::numeric_limits<T>::epsilon();
-            bad += x * x * (T(N * N) * eps * eps) < std::numeric_limits<T>::min() ? splat<V>(T(1)) : V{};
+            constexpr T scale2 = T(N * N) * eps * eps;
+            bad += x * x * scale2 < std::numeric_limits<T>::min() ? splat<V>(T(1)) : V{};
         }
         sigma[j] = x;
     }
@@ -1061,7 +1155,8 @@ template <lane_op Op, int W, int N, class T>
 
 /// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, until one hands items back.
 template <lane_op Op, int W, int N, class T>
-[[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r, std::size_t& at) noexcept {
+[[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r,
+                                                       std::size_t& at) noexcept {
     for (; at < r.count; at += W) {
         const std::size_t left = r.count - at;
         const int count = left < W ? static_cast<int>(left) : W;
