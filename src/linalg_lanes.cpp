@@ -42,36 +42,14 @@ constexpr int width(kernel_isa isa, std::size_t element_size) noexcept {
     return static_cast<int>(bytes / element_size);
 }
 
-// The level whose kernels run op on n x n items when the CPU's is isa: isa itself, except that
-// AVX-512 CPUs run the factorisations of items that neither fill nor divide a 512-bit vector but
-// fill a 256-bit one (float 3 x 3: 9 elements, 16 lanes) on the AVX2 kernels, which take them by
-// two overlapping 8 x 8 transposes: in 16 lanes (split by chains of shuffles) solve and inverse
-// ran 2-3x slower (a 3 x 3 solve 10.5 ns against 3.6, 2026-12-02), cholesky and det as fast. The
-// Jacobi ops, with far more arithmetic per element, keep the full width (eigh 3 x 3 float 1.4x
-// faster there).
-constexpr kernel_isa level_for(lane_op op, kernel_isa isa, std::size_t n,
-                               std::size_t element_size) noexcept {
-    const auto transposable = [&](kernel_isa level) {
-        const auto w = static_cast<std::size_t>(width(level, element_size));
-        return n * n >= w || w % (n * n) == 0;
-    };
-    const bool narrower = isa == kernel_isa::avx512 && !is_jacobi(op) &&
-                          !transposable(kernel_isa::avx512) && transposable(kernel_isa::avx2);
-    return narrower ? kernel_isa::avx2 : isa;
-}
-
 template <class T, lane_op Op, int N>
 constexpr lane_fn<T> pick(kernel_isa isa) noexcept {
     if constexpr (is_jacobi(Op) && N > max_jacobi_lane_n) {
         return nullptr;
     } else {
-        switch (level_for(Op, isa, N, sizeof(T))) {
+        switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
-            case kernel_isa::avx512:
-                // Not reached where level_for says AVX2: those 512-bit kernels are not built.
-                if constexpr (level_for(Op, kernel_isa::avx512, N, sizeof(T)) == kernel_isa::avx512)
-                    return &block_avx512<Op, T, N>;
-                [[fallthrough]];
+            case kernel_isa::avx512: return &block_avx512<Op, T, N>;
             case kernel_isa::avx2: return &block_avx2<Op, T, N>;
 #else
             case kernel_isa::avx512:
@@ -138,7 +116,7 @@ lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept {
     const int level = current_level();
     if (n < min_lane_n || n > max_lane_n || level < 0) return nullptr;
     const auto isa = static_cast<kernel_isa>(level);
-    lanes = width(level_for(op, isa, n, sizeof(T)), sizeof(T));
+    lanes = width(isa, sizeof(T));
     return table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(op)][n - min_lane_n];
 }
 

@@ -16,8 +16,7 @@
 // place still has its input.
 //
 // Compiled three times (AVX-512, AVX2 + FMA, the build's baseline) by target attributes, like the
-// tiny-matrix products, and picked once per process by host_kernel_isa() (the float 3 x 3
-// factorisations twice: see level_for in src/linalg_lanes.cpp). Private to the library:
+// tiny-matrix products, and picked once per process by host_kernel_isa(). Private to the library:
 // src/linalg_lanes.cpp instantiates it.
 #pragma once
 
@@ -83,7 +82,10 @@ template <class V>
 /// |, nor as selects nested in selects (which GCC folds into such a combination): the helpers here
 /// carry no target attribute, so GCC (12) lowers a combination of 64-byte masks before they are
 /// inlined into a kernel, lane by lane, a scalar comparison each, and the AVX-512 clone ran at
-/// half the AVX2 clone's speed for it.
+/// half the AVX2 clone's speed for it. For the same reason a vector built by selects of constants
+/// and compared again later (LU's pivot row and permutation) goes through `opaque` first: seen
+/// through once -O3 unrolls the loops, "row == 1" of "l2 ? 2 : l1 ? 1 : 0" folds into "l1 & ~l2"
+/// (3 x 3 solve and inverse in double ran 1.8-2.1x slower for it).
 
 /// The largest lane of x in lane 0: x against x turned by H lanes, then by H / 2, ..., 1.
 template <int H, class V, std::size_t... L>
@@ -439,17 +441,22 @@ template <int W, class T, class U>
     return {o.data + r.start[k] + static_cast<std::ptrdiff_t>(at) * step, step, count};
 }
 
+/// v, which the optimiser may not see through: it must exist, computed, in a register.
+template <class V>
+[[gnu::always_inline]] inline V opaque(V v) noexcept {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    asm("" : "+v"(v));  // "v": any vector register, zmm16-31 included where there are 32
+#endif
+    return v;
+}
+
 /// a * b rounded on its own, never fused into a following addition: exactly singular matrices must
 /// give an exact zero (a d - b c = 0 for proportional rows in the closed forms, a zero pivot in
 /// LU), as on the per-matrix path, which a fused multiply-add of one rounded and one exact product
 /// does not give. The substitutions, which decide nothing, keep their fused operations.
 template <class V>
 [[gnu::always_inline]] inline V mul(V a, V b) noexcept {
-    V p = a * b;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    asm("" : "+x"(p));  // opaque to the optimiser: p must exist, rounded, in a register
-#endif
-    return p;
+    return opaque(a * b);
 }
 
 /// The 2 x 2 minor a d - b c.
@@ -482,6 +489,7 @@ template <int N, class V>
             best = larger ? v : best;
             row = larger ? splat<V>(T(i)) : row;
         }
+        row = opaque(row);  // compared below, once per row (see flag_bits)
         for (int i = k + 1; i < N; ++i) {
             const mask_t<V> swap = row == T(i);
             for (int j = 0; j < N; ++j) {
@@ -506,6 +514,7 @@ template <int N, class V>
             for (int j = k + 1; j < N; ++j) a[i * N + j] -= mul(l, a[k * N + j]);
         }
     }
+    for (int i = 0; i < N; ++i) perm[i] = opaque(perm[i]);  // compared by permute and invert
     return bad;
 }
 
@@ -535,7 +544,8 @@ template <int N, class V>
 
 /// The determinants of the 2 x 2 to 4 x 4 matrices in e, as the per-matrix det computes them:
 /// closed_det in src/linalg_lu.cpp up to 3 x 3, Eigen's 4 x 4 expansion by 2 x 2 minors at 4 x 4,
-/// with the same products and sums in the same order.
+/// with the same products and sums in the same order (so the same bits in builds without FMA
+/// contraction, the default; with -march=native Eigen's scalar code fuses some of them).
 template <int N, class V>
 [[gnu::always_inline]] inline V closed_det(const V (&e)[N * N]) noexcept {
     if constexpr (N == 2) {
@@ -562,29 +572,77 @@ template <int N, class V>
     }
 }
 
-/// The inverses (adjugate over determinant) of the 2 x 2 matrices in e, as closed_inverse in
-/// src/linalg_lu.cpp; returns the flags of the lanes whose determinant is not usable.
-template <class V>
-[[gnu::always_inline]] inline V closed_inverse2(const V (&e)[4], V (&r)[4]) noexcept {
+/// The inverses (adjugate over determinant) of the 2 x 2 to 4 x 4 matrices in e, by the per-matrix
+/// path's algorithm: closed_inverse in src/linalg_lu.cpp up to 3 x 3 (bit for bit in builds without
+/// FMA contraction), and at 4 x 4 the cofactor expansion by 2 x 2 minors (Eigen's 4 x 4 inverse
+/// arranges the same expansion differently). So the same accuracy on ill-conditioned items (up to
+/// 14 n kappa epsilon at 3 x 3 and 117 at 4 x 4 measured, where LU stays below n kappa epsilon, but
+/// 2-2.4x faster than LU here), and the same determinant (closed_det, the per-matrix det) decides
+/// which lanes go back to the per-matrix path. Returns the flags of the lanes whose determinant is
+/// not usable.
+template <int N, class V>
+[[gnu::always_inline]] inline V closed_inverse(const V (&e)[N * N], V (&r)[N * N]) noexcept {
     using T = elem_t<V>;
-    const V det = closed_det<2>(e);
+    const V det = closed_det<N>(e);
     const V s = T(1) / det;
-    r[0] = e[3] * s;
-    r[1] = -e[1] * s;
-    r[2] = -e[2] * s;
-    r[3] = e[0] * s;
+    if constexpr (N == 2) {
+        r[0] = e[3] * s;
+        r[1] = -e[1] * s;
+        r[2] = -e[2] * s;
+        r[3] = e[0] * s;
+    } else if constexpr (N == 3) {
+        r[0] = minor2(e[4], e[8], e[5], e[7]) * s;
+        r[1] = minor2(e[2], e[7], e[1], e[8]) * s;
+        r[2] = minor2(e[1], e[5], e[2], e[4]) * s;
+        r[3] = minor2(e[5], e[6], e[3], e[8]) * s;
+        r[4] = minor2(e[0], e[8], e[2], e[6]) * s;
+        r[5] = minor2(e[2], e[3], e[0], e[5]) * s;
+        r[6] = minor2(e[3], e[7], e[4], e[6]) * s;
+        r[7] = minor2(e[1], e[6], e[0], e[7]) * s;
+        r[8] = minor2(e[0], e[4], e[1], e[3]) * s;
+    } else {
+        static_assert(N == 4);
+        // The 2 x 2 minors of rows 0 and 1 (u) and of rows 2 and 3 (l), columns p < q; each
+        // cofactor is three of them against entries of the other pair of rows.
+        const auto pair_minor = [&](int row, int p, int q) __attribute__((always_inline)) {
+            const int i = row * 4, j = i + 4;
+            return minor2(e[i + p], e[j + q], e[j + p], e[i + q]);
+        };
+        const V u01 = pair_minor(0, 0, 1), u02 = pair_minor(0, 0, 2), u03 = pair_minor(0, 0, 3),
+                u12 = pair_minor(0, 1, 2), u13 = pair_minor(0, 1, 3), u23 = pair_minor(0, 2, 3);
+        const V l01 = pair_minor(2, 0, 1), l02 = pair_minor(2, 0, 2), l03 = pair_minor(2, 0, 3),
+                l12 = pair_minor(2, 1, 2), l13 = pair_minor(2, 1, 3), l23 = pair_minor(2, 2, 3);
+        const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
+            return (mul(e[i], x) - mul(e[j], y) + mul(e[k], z)) * s;
+        };
+        r[0] = cof(5, l23, 6, l13, 7, l12);
+        r[1] = -cof(1, l23, 2, l13, 3, l12);
+        r[2] = cof(13, u23, 14, u13, 15, u12);
+        r[3] = -cof(9, u23, 10, u13, 11, u12);
+        r[4] = -cof(4, l23, 6, l03, 7, l02);
+        r[5] = cof(0, l23, 2, l03, 3, l02);
+        r[6] = -cof(12, u23, 14, u03, 15, u02);
+        r[7] = cof(8, u23, 10, u03, 11, u02);
+        r[8] = cof(4, l13, 5, l03, 7, l01);
+        r[9] = -cof(0, l13, 1, l03, 3, l01);
+        r[10] = cof(12, u13, 13, u03, 15, u01);
+        r[11] = -cof(8, u13, 9, u03, 11, u01);
+        r[12] = -cof(4, l12, 5, l02, 6, l01);
+        r[13] = cof(0, l12, 1, l02, 2, l01);
+        r[14] = -cof(12, u12, 13, u02, 14, u01);
+        r[15] = cof(8, u12, 9, u02, 10, u01);
+    }
     return unusable(det);
 }
 
-/// The inverses of the N x N matrices in a (destroyed): the closed form for N = 2, else LU with
-/// partial pivoting and one substitution per column of the identity (at N = 3 the adjugate's
-/// error grows to ~10 n kappa epsilon where LU's stays below n kappa epsilon). Returns the flags
-/// of the lanes to redo.
+/// The inverses of the N x N matrices in a (destroyed): the closed forms up to 4 x 4, else LU with
+/// partial pivoting and one substitution per column of the identity. Returns the flags of the
+/// lanes to redo.
 template <int N, class V>
 [[gnu::always_inline]] inline V invert(V (&a)[N * N], V (&x)[N * N]) noexcept {
     using T = elem_t<V>;
-    if constexpr (N == 2) {
-        return closed_inverse2(a, x);
+    if constexpr (N <= 4) {
+        return closed_inverse<N>(a, x);
     } else {
         V perm[N], sign, inv_diag[N];
         const V bad = factor_lu<N>(a, perm, sign, inv_diag);
@@ -923,10 +981,11 @@ template <int W, int N, class T>
     const auto px = items<W>(r, 2, r.op[2], at, count);
     V a[N * N];
     load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
-    // N = 2: x = A^-1 b with the closed-form inverse, as the per-matrix path; else LU (see invert).
+    // N = 2: x = A^-1 b with the closed-form inverse, as the per-matrix path; else LU, within
+    // n kappa epsilon where the 3 x 3 and 4 x 4 closed forms reach 14 and 117 (closed_inverse).
     V inv[N * N], perm[N], sign, inv_diag[N];
     std::uint32_t redo;
-    if constexpr (N == 2) redo = flag_bits<W>(closed_inverse2(a, inv), count);
+    if constexpr (N == 2) redo = flag_bits<W>(closed_inverse<2>(a, inv), count);
     else redo = flag_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
     if (redo == (std::uint32_t{1} << count) - 1) return redo;
     // One right-hand side at a time; b may be exactly x, and each column is read before written.

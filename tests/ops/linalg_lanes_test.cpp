@@ -334,10 +334,9 @@ class LanesTest : public ::testing::Test {};
 using Reals = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(LanesTest, Reals);
 
-// n = 1..8 at batch sizes 0, 1, W / 2 +- 1, W - 1, W, W + 1 and 1000 (W / 2: float 3 x 3 blocks
-// hold 8 at the AVX-512 level), at every level: right against the references, and (n >= 2,
-// where the blocks run) bit for bit the same whether a block holds the item with others or a
-// short block repeats it, since each lane computes alone.
+// n = 1..8 at batch sizes 0, 1, W / 2 +- 1, W - 1, W, W + 1 and 1000, at every level: right
+// against the references, and (n >= 2, where the blocks run) bit for bit the same whether a block
+// holds the item with others or a short block repeats it, since each lane computes alone.
 TYPED_TEST(LanesTest, EveryOpMatchesTheReferenceAtEveryBlockSize) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();
@@ -694,9 +693,11 @@ std::vector<T> conditioned(std::size_t n, double kappa, std::mt19937_64& rng) {
 
 // Condition numbers up to 1e6 (double) and 1e3 (float): solve's and inverse's error (max |error| /
 // max |x|) against the long double solution of the same (rounded) matrix stays within
-// n kappa epsilon on the SIMD-across-batch kernels (LU with partial pivoting, the closed form at
-// n = 2; measured up to 0.1 n kappa epsilon). The per-matrix path meets 128 n kappa epsilon: its
-// 3 x 3 adjugate reaches ~12 and its 4 x 4 cofactor expansion ~70 n kappa epsilon.
+// n kappa epsilon on the SIMD-across-batch kernels (LU with partial pivoting, the closed forms at
+// n = 2; measured up to 0.2 n kappa epsilon), except their inverse at n = 3 and 4, which uses the
+// per-matrix path's closed forms. Those, and the per-matrix path, stay within 256 n kappa epsilon:
+// the 3 x 3 adjugate reached 14 and the 4 x 4 cofactor expansion 117 n kappa epsilon at most over
+// 680 runs of this test (2026-12-02), so 128, the bound until then, left too little margin.
 TYPED_TEST(LanesTest, IllConditionedItemsStayWithinTheErrorBound) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();
@@ -728,9 +729,9 @@ TYPED_TEST(LanesTest, IllConditionedItemsStayWithinTheErrorBound) {
                     worst_x = std::max(worst_x, item_error<T>(x, item, reference_solve(m, n, item_of<T>(b, item), 1)));
                     worst_inv = std::max(worst_inv, item_error<T>(inv, item, reference_solve(m, n, id, n)));
                 }
-                const double bound = (lanes ? 1.0 : 128.0) * unit;
-                EXPECT_LE(worst_x, bound) << "solve";
-                EXPECT_LE(worst_inv, bound) << "inverse";
+                const bool lu = n == 2 || n >= 5;  // where the SIMD inverse is as tight as LU
+                EXPECT_LE(worst_x, (lanes ? 1.0 : 256.0) * unit) << "solve";
+                EXPECT_LE(worst_inv, (lanes && lu ? 1.0 : 256.0) * unit) << "inverse";
                 ::testing::Test::RecordProperty(std::string(lanes ? "lanes" : "per_matrix") + "_n" + std::to_string(n),
                                std::to_string(std::max(worst_x, worst_inv) / unit));
             }

@@ -21,8 +21,7 @@ void set_linalg_lanes(bool on, kernel_isa isa = host_kernel_isa()) noexcept;
 bool linalg_lanes() noexcept;
 
 /// Matrices per block of the SIMD-across-batch kernels now chosen, for elements of `element_size`
-/// bytes (4 or 8): 16 or 8 with AVX-512, 8 or 4 with AVX2, 4 or 2 otherwise. (The factorisations
-/// of float 3 x 3 items run 8 per block at the AVX-512 level.)
+/// bytes (4 or 8): 16 or 8 with AVX-512, 8 or 4 with AVX2, 4 or 2 otherwise.
 int linalg_lane_width(std::size_t element_size) noexcept;
 
 }  // namespace tessera::detail

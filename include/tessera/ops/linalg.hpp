@@ -91,8 +91,10 @@
 //
 // Accuracy on ill-conditioned real items (condition number kappa up to 1e6 in double, 1e3 in
 // float; tests/ops/linalg_lanes_test.cpp): solve's and inverse's max error over max |x| stays
-// within n kappa epsilon on the SIMD path (measured up to 0.1), and within 128 n kappa epsilon on
-// the per-matrix path, whose 3 x 3 adjugate and 4 x 4 cofactor formulas reach about 12 and 70.
+// within n kappa epsilon on the SIMD path's LU and 2 x 2 closed forms (its solve, and its inverse
+// except at n = 3 and 4; measured up to 0.2), and within 256 n kappa epsilon elsewhere (the 3 x 3
+// adjugate and the 4 x 4 cofactor formulas, inverse at n = 3 and 4 on both paths, reach 14 and
+// 117).
 //
 // Threads and memory: work is split over the batch with the backend's grain (an item counts
 // about n^3 units, more for svd and eigh), inline on the session's thread when small. Each item is
