@@ -236,48 +236,42 @@ template <int E, class V>
     }
 }
 
-/// Step K >= 1 of gathering element e: the lanes of v (block vector K) whose item's element e
-/// lies there join acc, which is block vector 0 itself at K = 1. Element e of item l is flat
-/// element l E + e of the block: lane (l E + e) % W of vector (l E + e) / W.
-template <int E, int e, int K, class V, std::size_t... L>
-[[gnu::always_inline]] inline V gather_step(V acc, V v, std::index_sequence<L...>) noexcept {
-    constexpr std::size_t W = sizeof...(L);
-    return __builtin_shufflevector(
-        acc, v,
-        static_cast<int>((L * E + e) / W == K ? W + (L * E + e) % W
-                                              : K == 1 ? (L * E + e) % W : L)...);
+/// Where lane L of output vector J reads: (input vector, lane). Splitting, output J is element J
+/// of the items, and item L's is flat element L E + J of the block; joining, output J holds the
+/// block's flat elements J W + L, element (J W + L) % E of item (J W + L) / E.
+template <int E, std::size_t W, bool Split>
+constexpr std::pair<std::size_t, std::size_t> chain_source(std::size_t J, std::size_t L) noexcept {
+    if constexpr (Split) return {(L * E + J) / W, (L * E + J) % W};
+    else return {(J * W + L) % E, (J * W + L) / E};
 }
 
-/// Step K >= 1 of scattering into block vector s: the lanes whose flat element s W + q is
-/// element K of its item take it from v (element vector K); acc is element vector 0 at K = 1.
-template <int E, int s, int K, class V, std::size_t... L>
-[[gnu::always_inline]] inline V scatter_step(V acc, V v, std::index_sequence<L...>) noexcept {
+/// Step K >= 1 of output vector J: the lanes that read input vector K take it from v; the others
+/// keep acc, which is input vector 0 itself at K = 1.
+template <int E, int J, int K, bool Split, class V, std::size_t... L>
+[[gnu::always_inline]] inline V chain_step(V acc, V v, std::index_sequence<L...>) noexcept {
     constexpr std::size_t W = sizeof...(L);
+    constexpr auto at = [](std::size_t lane) { return chain_source<E, W, Split>(J, lane); };
     return __builtin_shufflevector(
         acc, v,
-        static_cast<int>((s * W + L) % E == K ? W + (s * W + L) / E
-                                              : K == 1 ? (s * W + L) / E : L)...);
+        static_cast<int>(at(L).first == K ? W + at(L).second : K == 1 ? at(L).second : L)...);
 }
 
-/// Output vector J of a chain of E - 1 steps over the vectors r (gather_step or scatter_step).
-template <int E, int J, bool Gather, int K = 1, class V>
+/// Output vector J of a chain of E - 1 steps over the vectors r.
+template <int E, int J, bool Split, int K = 1, class V>
 [[gnu::always_inline]] inline V chain(const V (&r)[E], V acc) noexcept {
     if constexpr (K == E) {
         return acc;
     } else {
         const auto lanes = std::make_index_sequence<lane_count<V>>{};
-        if constexpr (Gather)
-            return chain<E, J, Gather, K + 1>(r, gather_step<E, J, K>(acc, r[K], lanes));
-        else
-            return chain<E, J, Gather, K + 1>(r, scatter_step<E, J, K>(acc, r[K], lanes));
+        return chain<E, J, Split, K + 1>(r, chain_step<E, J, K, Split>(acc, r[K], lanes));
     }
 }
 
-template <int E, bool Gather, int J = 0, class V>
+template <int E, bool Split, int J = 0, class V>
 [[gnu::always_inline]] inline void chains(const V (&r)[E], V (&out)[E]) noexcept {
     if constexpr (J < E) {
-        out[J] = chain<E, J, Gather>(r, r[0]);
-        chains<E, Gather, J + 1>(r, out);
+        out[J] = chain<E, J, Split>(r, r[0]);
+        chains<E, Split, J + 1>(r, out);
     }
 }
 
@@ -465,6 +459,12 @@ template <class V>
     return mul(a, d) - mul(b, c);
 }
 
+/// The 2 x 2 minor of rows i, j and columns p, q of the 4 x 4 matrices in e.
+template <class V>
+[[gnu::always_inline]] inline V minor4(const V (&e)[16], int i, int j, int p, int q) noexcept {
+    return minor2(e[i * 4 + p], e[j * 4 + q], e[j * 4 + p], e[i * 4 + q]);
+}
+
 // ---- factorisations ---------------------------------------------------------------------------
 
 /// LU with partial pivoting of the N x N matrices in a (in place: unit L below the diagonal, U on
@@ -489,7 +489,7 @@ template <int N, class V>
             best = larger ? v : best;
             row = larger ? splat<V>(T(i)) : row;
         }
-        row = opaque(row);  // compared below, once per row (see flag_bits)
+        row = opaque(row);  // compared below, once per row (see the rule above fold_max)
         for (int i = k + 1; i < N; ++i) {
             const mask_t<V> swap = row == T(i);
             for (int j = 0; j < N; ++j) {
@@ -557,11 +557,9 @@ template <int N, class V>
     } else {
         static_assert(N == 4);
         // The minors of columns 0 and 1 over rows i and j, then of columns 0 to 2 over three rows.
-        const auto d2 = [&](int i, int j) __attribute__((always_inline)) {
-            return minor2(e[i * 4], e[j * 4 + 1], e[j * 4], e[i * 4 + 1]);
-        };
-        const V d01 = d2(0, 1), d02 = d2(0, 2), d03 = d2(0, 3), d12 = d2(1, 2), d13 = d2(1, 3),
-                d23 = d2(2, 3);
+        const V d01 = minor4(e, 0, 1, 0, 1), d02 = minor4(e, 0, 2, 0, 1),
+                d03 = minor4(e, 0, 3, 0, 1), d12 = minor4(e, 1, 2, 0, 1),
+                d13 = minor4(e, 1, 3, 0, 1), d23 = minor4(e, 2, 3, 0, 1);
         const auto d3 = [&](int i0, V m0, int i1, V m1, int i2,
                             V m2) __attribute__((always_inline)) {
             return mul(e[i0 * 4 + 2], m0) + (mul(-e[i1 * 4 + 2], m1) + mul(e[i2 * 4 + 2], m2));
@@ -604,14 +602,12 @@ template <int N, class V>
         static_assert(N == 4);
         // The 2 x 2 minors of rows 0 and 1 (u) and of rows 2 and 3 (l), columns p < q; each
         // cofactor is three of them against entries of the other pair of rows.
-        const auto pair_minor = [&](int row, int p, int q) __attribute__((always_inline)) {
-            const int i = row * 4, j = i + 4;
-            return minor2(e[i + p], e[j + q], e[j + p], e[i + q]);
-        };
-        const V u01 = pair_minor(0, 0, 1), u02 = pair_minor(0, 0, 2), u03 = pair_minor(0, 0, 3),
-                u12 = pair_minor(0, 1, 2), u13 = pair_minor(0, 1, 3), u23 = pair_minor(0, 2, 3);
-        const V l01 = pair_minor(2, 0, 1), l02 = pair_minor(2, 0, 2), l03 = pair_minor(2, 0, 3),
-                l12 = pair_minor(2, 1, 2), l13 = pair_minor(2, 1, 3), l23 = pair_minor(2, 2, 3);
+        const V u01 = minor4(e, 0, 1, 0, 1), u02 = minor4(e, 0, 1, 0, 2),
+                u03 = minor4(e, 0, 1, 0, 3), u12 = minor4(e, 0, 1, 1, 2),
+                u13 = minor4(e, 0, 1, 1, 3), u23 = minor4(e, 0, 1, 2, 3);
+        const V l01 = minor4(e, 2, 3, 0, 1), l02 = minor4(e, 2, 3, 0, 2),
+                l03 = minor4(e, 2, 3, 0, 3), l12 = minor4(e, 2, 3, 1, 2),
+                l13 = minor4(e, 2, 3, 1, 3), l23 = minor4(e, 2, 3, 2, 3);
         const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
             return (mul(e[i], x) - mul(e[j], y) + mul(e[k], z)) * s;
         };
