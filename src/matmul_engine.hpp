@@ -98,7 +98,8 @@ enum class product_path { small, blocked, naive, gemm };
 /// beta. One choice for a batch (run_products) and for a single product (matmul_2d), so that
 /// both compute the same bits.
 template <class T>
-product_path product_path_for(std::size_t m, std::size_t n, std::size_t k, bool plain) noexcept {
+[[gnu::always_inline]] inline product_path product_path_for(std::size_t m, std::size_t n,
+                                                            std::size_t k, bool plain) noexcept {
     const small_size size = classify_small(m, k, n);
     const bool blocked_fits = std::is_floating_point_v<T> && m <= small_gemm_max &&
                               n <= small_gemm_max && k <= small_gemm_max;
@@ -115,7 +116,8 @@ product_path product_path_for(std::size_t m, std::size_t n, std::size_t k, bool 
 /// A: dense row-major matrices for the tiny kernels; contiguous rows of B and C (A any strides)
 /// for the blocked kernel; Eigen-readable ones for the GEMM path; any strides for the loop.
 template <class T>
-bool readable_by(product_path path, const matrix_ref<const T>& x, bool output, bool lhs) noexcept {
+[[gnu::always_inline]] inline bool readable_by(product_path path, const matrix_ref<const T>& x,
+                                               bool output, bool lhs) noexcept {
     switch (path) {
         case product_path::small:
             return (x.cs == 1 || x.cols == 1) && (x.rs == x.cols || x.rows == 1);
@@ -295,15 +297,20 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
     if (c_temp.data() != nullptr) copy_inline<T>(c, c_temp.view());
 }
 
-/// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products.
+/// A matrix as a rank-2 view with its strides.
 template <class T>
-void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
-               const tensor_view<T>& c, bool accumulate, T alpha, T beta) {
-    const std::size_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
+tensor_view<T> matrix_view(const matrix_ref<T>& x) {
+    const shape extents{static_cast<std::size_t>(x.rows), static_cast<std::size_t>(x.cols)};
+    return tensor_view<T>(x.data, extents, {x.rs, x.cs});
+}
+
+/// The 2-D product of checked operands: 2x2, 3x3 and 4x4 inline, the rest through run_products.
+template <class T>
+void matmul_2d(session& s, const matrix_ref<const T>& x, const matrix_ref<const T>& y,
+               const matrix_ref<T>& z, bool accumulate, T alpha, T beta) {
+    const std::ptrdiff_t m = x.rows, k = x.cols, n = y.cols;
     if (m == n && n == k && m >= 2 && m <= 4) {
         ++session_access::counters(s).inline_dispatches;
-        const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
-        const matrix_ref<T> z = matrix_of(c);
         const auto run = [&]<int N>() {
             if (accumulate)
                 tiny_square_any<N, true>(x, y, z, alpha, beta);
@@ -324,25 +331,25 @@ void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<cons
         // costs several times the product itself at these sizes. run_products' own choice of
         // path and layout rules, so the same kernel and the same bits, and one inline dispatch
         // as it would count; everything else stays with run_products.
+        const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
+                   uk = static_cast<std::size_t>(k);
         const product_path path =
-            product_path_for<T>(m, n, k, !accumulate || (alpha == T{1} && beta == T{0}));
-        const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
-        const matrix_ref<T> z = matrix_of(c);
+            product_path_for<T>(um, un, uk, !accumulate || (alpha == T{1} && beta == T{0}));
         if (m >= 1 && n >= 1 && (path == product_path::small || path == product_path::blocked) &&
             readable_by<T>(path, x, false, true) && readable_by<T>(path, y, false, false) &&
-            readable_by<T>(path, {z.data, z.rows, z.cols, z.rs, z.cs}, true, false)) {
+            readable_by<T>(path, z, true, false)) {
             ++session_access::counters(s).inline_dispatches;
             const kernel_isa isa = host_kernel_isa();
             if (path == product_path::small)
-                run_small_batch<T>(isa, classify_small(m, k, n),
+                run_small_batch<T>(isa, classify_small(um, uk, un),
                                    {x.data, 0, y.data, 0, z.data, 0, 1});
             else
-                run_small_gemm<T>(isa, {z.rows, z.cols, x.cols, x.data, x.rs, x.cs, 0, y.data, y.rs,
-                                        0, z.data, z.rs, 0, 1, accumulate, alpha, beta});
+                run_small_gemm<T>(isa, {m, n, k, x.data, x.rs, x.cs, 0, y.data, y.rs, 0, z.data,
+                                        z.rs, 0, 1, accumulate, alpha, beta});
             return;
         }
     }
-    run_products<T>(s, a, b, c, accumulate, alpha, beta);
+    run_products<T>(s, matrix_view(x), matrix_view(y), matrix_view(z), accumulate, alpha, beta);
 }
 
 /// Views `v` as [rows, cols] without copying when its strides allow, else as a dense copy kept
@@ -374,11 +381,11 @@ void run_contraction(session& s, const contraction& p, const tensor_view<const T
     stride_array st{};
     if (reshape_strides(out.shape(), out.stride_values(), to, st)) {
         const tensor_view<T> om(out.data(), to, std::span<const std::ptrdiff_t>(st.data(), 2));
-        matmul_2d<T>(s, am, bm, om, false, T{1}, T{0});
+        matmul_2d<T>(s, matrix_of(am), matrix_of(bm), matrix_of(om), false, T{1}, T{0});
         return;
     }
     out_temp = empty<T>(s, to);
-    matmul_2d<T>(s, am, bm, out_temp.view(), false, T{1}, T{0});
+    matmul_2d<T>(s, matrix_of(am), matrix_of(bm), matrix_of(out_temp), false, T{1}, T{0});
     copy_inline<T>(out, tensor_view<const T>(out_temp.data(), out.shape()));
 }
 
@@ -485,8 +492,8 @@ void run_outer(session& s, const tensor_view<const T>& a, const tensor_view<cons
 // The explicit instantiations of the engines declared in tessera/detail/matmul.hpp for one
 // element type, used inside namespace tessera::detail.
 #define TESSERA_INSTANTIATE_MATMUL(T)                                                              \
-    template void matmul_2d<T>(session&, const tensor_view<const T>&, const tensor_view<const T>&, \
-                               const tensor_view<T>&, bool, T, T);                                 \
+    template void matmul_2d<T>(session&, const matrix_ref<const T>&, const matrix_ref<const T>&,   \
+                               const matrix_ref<T>&, bool, T, T);                                  \
     template void run_products<T>(session&, const tensor_view<const T>&,                           \
                                   const tensor_view<const T>&, const tensor_view<T>&, bool, T, T); \
     template void run_contraction<T>(session&, const contraction&, const tensor_view<const T>&,    \

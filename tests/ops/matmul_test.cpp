@@ -363,6 +363,24 @@ TEST_P(MatmulTest, BadInputThrowsBeforeWriting) {
         // A broadcast out (stride 0) repeats elements.
         tensor<float> row = tessera::zeros<float>(s, {1, 3});
         EXPECT_THROW(tessera::matmul(s, sq, sq, row.view().broadcast_to({3, 3})), tessera::alias_error);
+
+        // The same for shapes past the tiny ones, whose rank-2 checks are inlined too: an out
+        // that is an input, overlaps a, overlaps b, or repeats elements.
+        tensor<float> sq5 = tessera::full<float>(s, {5, 5}, 1.0f);
+        EXPECT_THROW(tessera::matmul(s, sq5, sq5, sq5), tessera::alias_error);
+        tensor<float> big6 = tessera::full<float>(s, {6, 6}, 1.0f);
+        const tensor_view<float> top = big6.view().slice(0, 0, 5).slice(1, 0, 5);
+        const tensor_view<float> bottom = big6.view().slice(0, 1).slice(1, 1);
+        EXPECT_THROW(tessera::matmul(s, top, sq5, bottom), tessera::alias_error);
+        EXPECT_THROW(tessera::matmul(s, sq5, top, bottom), tessera::alias_error);
+        EXPECT_THROW(tessera::matmul(s, sq5, top.transpose(), bottom.transpose()),
+                     tessera::alias_error);
+        for (float x : big6.values()) ASSERT_EQ(x, 1.0f);
+        for (float x : sq5.values()) ASSERT_EQ(x, 1.0f);
+        tensor<float> row5 = tessera::zeros<float>(s, {1, 5});
+        EXPECT_THROW(tessera::matmul(s, sq5, sq5, row5.view().broadcast_to({5, 5})),
+                     tessera::alias_error);
+        for (float x : row5.values()) ASSERT_EQ(x, 0.0f);
     });
 }
 
@@ -731,19 +749,23 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
     for (const mkn& z : {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{7, 7, 7}, mkn{8, 8, 8}, mkn{12, 12, 12},
                          mkn{16, 16, 16}, mkn{32, 32, 32}, mkn{6, 6, 1}, mkn{3, 5, 2}, mkn{4, 4, 1},
                          mkn{64, 64, 64}, mkn{1, 64, 1}}) {
-        tensor<double> a, b, batched, one, single, acc, at, batched_t, single_t;
+        tensor<double> a, b, batched, one, single, acc, into, at, batched_t, single_t, into_t;
         be.run([&](session& s) {
             a = random_tensor<double>(s, {3, z.m, z.k}, rng);
             b = random_tensor<double>(s, {3, z.k, z.n}, rng);
             batched = tessera::batched_matmul(s, a, b);
             one = tessera::batched_matmul(s, a.view().slice(0, 1, 2), b.view().slice(0, 1, 2));
             acc = tessera::zeros<double>(s, {z.m, z.n});
+            into = tessera::zeros<double>(s, {z.m, z.n});
+            into_t = tessera::zeros<double>(s, {z.m, z.n});
             // A read through its strides (transposed): a fixed-size kernel takes a dense copy on
             // both ways, the blocked kernel reads it in place on both.
             at = random_tensor<double>(s, {3, z.k, z.m}, rng);
             batched_t = tessera::batched_matmul(s, at.view().transpose(-1, -2), b);
             single_t = tessera::matmul(s, at.view().slice(0, 1, 2).squeeze(0).transpose(),
                                        b.view().slice(0, 1, 2).squeeze(0));
+            tessera::matmul(s, at.view().slice(0, 1, 2).squeeze(0).transpose(),
+                            b.view().slice(0, 1, 2).squeeze(0), into_t.view());
         });
         const tensor_view<const double> a1 = a.view().slice(0, 1, 2).squeeze(0);
         const tensor_view<const double> b1 = b.view().slice(0, 1, 2).squeeze(0);
@@ -751,6 +773,7 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
         be.run([&](session& s) {
             single = tessera::matmul(s, a1, b1);
             tessera::matmul(s, a1, b1, acc, 1.0, 0.0);
+            tessera::matmul(s, a1, b1, into.view());
         });
         const tessera::stats d = be.stats() - before;
         const std::string what = text(a1.shape()) + " x " + text(b1.shape());
@@ -758,9 +781,12 @@ TEST_P(BatchedMatmulTest, OneSmallProductGivesTheBitsOfTheBatchedPath) {
         EXPECT_EQ(std::memcmp(single.data(), batched.data() + z.m * z.n, bytes), 0) << what;
         EXPECT_EQ(std::memcmp(single.data(), one.data(), bytes), 0) << what;
         EXPECT_EQ(std::memcmp(single.data(), acc.data(), bytes), 0) << what;
+        EXPECT_EQ(std::memcmp(single.data(), into.data(), bytes), 0) << what << ", out form";
         EXPECT_EQ(std::memcmp(single_t.data(), batched_t.data() + z.m * z.n, bytes), 0)
             << what << ", a transposed";
-        EXPECT_EQ(d.inline_dispatches, 2u) << what;
+        EXPECT_EQ(std::memcmp(into_t.data(), batched_t.data() + z.m * z.n, bytes), 0)
+            << what << ", a transposed, out form";
+        EXPECT_EQ(d.inline_dispatches, 3u) << what;
         EXPECT_EQ(d.parallel_dispatches, 0u) << what;
     }
 }

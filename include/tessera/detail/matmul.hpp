@@ -35,7 +35,16 @@ namespace tessera::detail {
 template <class T>
 struct matrix_ref {
     T* data = nullptr;
-    std::ptrdiff_t rows = 0, cols = 0, rs = 0, cs = 0;
+    // Each extent beside its stride: a view keeps its extents together and its strides together,
+    // and with fields in that order GCC copies two at a time with one 16-byte load, which cannot
+    // take its value from the caller's two pending 8-byte stores (a store-forwarding stall, about
+    // 5 ns per matmul call on views just built).
+    std::ptrdiff_t rows = 0, rs = 0, cols = 0, cs = 0;
+
+    matrix_ref() = default;
+    constexpr matrix_ref(T* d, std::ptrdiff_t r, std::ptrdiff_t c, std::ptrdiff_t row_stride,
+                         std::ptrdiff_t col_stride) noexcept
+        : data(d), rows(r), rs(row_stride), cols(c), cs(col_stride) {}
 
     T& operator()(std::ptrdiff_t i, std::ptrdiff_t j) const noexcept { return data[i * rs + j * cs]; }
     /// The rows x cols block whose top-left element is (i, j).
@@ -100,21 +109,30 @@ template <class T>
     return {base + static_cast<std::uintptr_t>(lo * size), base + static_cast<std::uintptr_t>(hi * size)};
 }
 
-/// The out-parameter form's fast path for 2x2, 3x3 and 4x4: the same checks as the general path,
-/// specialised for rank 2 and inlined, then the product; operands may be tensors (whose strides
-/// need no computing) or views. Returns false, having written nothing, for anything else or a
-/// failed check: the general path then handles the operands or throws its error.
+/// The 2-D product of checked operands (c = a @ b; with `accumulate`, c = alpha * a @ b + beta *
+/// c): 2x2, 3x3 and 4x4 by plain loops, other small real shapes straight to the kernel a batch of
+/// them would run (so the same bits), the rest through run_products. Compiled in the library
+/// (src/matmul_engine.hpp) for the four element types.
+template <class T>
+void matmul_2d(session& s, const matrix_ref<const T>& a, const matrix_ref<const T>& b,
+               const matrix_ref<T>& c, bool accumulate, T alpha, T beta);
+
+/// The out-parameter form's fast path for rank-2 operands: the general path's checks specialised
+/// for rank 2 and inlined, on (data, extents, strides) alone, then the product: 2x2, 3x3 and 4x4
+/// inline, every other shape through matmul_2d. Operands may be tensors (whose strides need no
+/// computing) or views. Returns false, having written nothing, for other ranks, an empty product,
+/// an out with a zero stride or a failed check: the general path then handles the operands or
+/// throws its error.
 template <class T, class A, class B, class C>
-[[gnu::always_inline]] inline bool try_tiny_square(session& s, const A& a, const B& b, C& c) {
+[[gnu::always_inline]] inline bool try_matrix_product(session& s, const A& a, const B& b, C& c) {
     if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) return false;
     const matrix_ref<const T> x = matrix_of(a), y = matrix_of(b);
     const matrix_ref<T> z = matrix_of(c);
     const std::ptrdiff_t n = x.rows;
-    if (n < 2 || n > 4 || x.cols != n || y.rows != n || y.cols != n || z.rows != n || z.cols != n)
-        return false;
-    // Dense operands (always, for tensors: the compiler folds these tests) need only pointer
+    // Dense tiny operands (always, for tensors: the compiler folds these tests) need only pointer
     // compares for the overlap check, and run with compile-time strides.
-    if (x.rs == n && x.cs == 1 && y.rs == n && y.cs == 1 && z.rs == n && z.cs == 1) {
+    if (n >= 2 && n <= 4 && x.cols == n && y.rows == n && y.cols == n && z.rows == n &&
+        z.cols == n && x.rs == n && x.cs == 1 && y.rs == n && y.cs == 1 && z.rs == n && z.cs == 1) {
         const auto bytes = static_cast<std::uintptr_t>(n * n) * sizeof(T);
         const auto pz = reinterpret_cast<std::uintptr_t>(z.data), px = reinterpret_cast<std::uintptr_t>(x.data),
                    py = reinterpret_cast<std::uintptr_t>(y.data);
@@ -128,9 +146,16 @@ template <class T, class A, class B, class C>
             tiny_square<4, false>(x.data, 4, 1, y.data, 4, 1, z.data, 4, 1, T{1}, T{0});
         return true;
     }
-    if (z.rs == 0 || z.cs == 0) return false;
+    if (x.cols != y.rows || z.rows != x.rows || z.cols != y.cols) return false;
+    if (z.rows == 0 || z.cols == 0 || x.cols == 0 || z.rs == 0 || z.cs == 0) return false;
     const byte_range rz = bytes_of_matrix(z), rx = bytes_of_matrix(x), ry = bytes_of_matrix(y);
     if ((rz.lo < rx.hi && rx.lo < rz.hi) || (rz.lo < ry.hi && ry.lo < rz.hi)) return false;
+    if (n < 2 || n > 4 || x.cols != n || y.cols != n) {
+        // Fresh matrices for the call: passing x, y and z themselves makes GCC keep them in
+        // memory on every path, the tiny products' included (1.5 ns a call there).
+        matmul_2d<T>(s, matrix_of(a), matrix_of(b), matrix_of(c), false, T{1}, T{0});
+        return true;
+    }
     ++session_access::counters(s).inline_dispatches;
     if (n == 2)
         tiny_square<2, false>(x.data, x.rs, x.cs, y.data, y.rs, y.cs, z.data, z.rs, z.cs, T{1}, T{0});
@@ -220,12 +245,6 @@ inline contraction plan_contraction(const shape& a, const shape& b, const axis_l
 // double, complex<float> and complex<double>, so that a user's translation unit never compiles
 // Eigen's GEMM or the tiny-matrix kernels. Callers have checked every operand (shapes, out
 // writable and disjoint from the inputs) before calling. ---------------------------------------
-
-/// The 2-D product after validation: 2x2, 3x3 and 4x4 inline, the rest through run_products
-/// (accumulate: c = alpha * a @ b + beta * c).
-template <class T>
-void matmul_2d(session& s, const tensor_view<const T>& a, const tensor_view<const T>& b,
-               const tensor_view<T>& c, bool accumulate, T alpha, T beta);
 
 /// c = a @ b for every matrix of the batch (accumulate: c = alpha * a @ b + beta * c): a is
 /// [..., m, k], b is [..., k, n] with batch axes that broadcast to c's, c is [batch..., m, n].

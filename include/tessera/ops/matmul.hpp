@@ -35,25 +35,28 @@ tensor<T> matmul(session& s, const A& a, const B& b) {
     const auto av = as_view(a);
     const auto bv = as_view(b);
     tensor<T> out = empty<T>(s, detail::check_matmul_2d<T>("matmul", av, bv));
-    detail::matmul_2d<T>(s, av, bv, out.view(), false, T{1}, T{0});
+    detail::matmul_2d<T>(s, detail::matrix_of(av), detail::matrix_of(bv), detail::matrix_of(out),
+                         false, T{1}, T{0});
     return out;
 }
 
 /// Writes a @ b into `out` ([m, n]; a tensor, or a view of any strides); never allocates on the
-/// heap. 2x2, 3x3 and 4x4 products take an inline path with no look-up and no workspace (with a
-/// tensor as `out` its strides are known at compile time, which is most of the cost of a 2x2
-/// product). Throws shape_error for bad shapes and alias_error if `out` overlaps `a` or `b`,
-/// before writing anything.
+/// heap. The checks are inlined for rank-2 operands; 2x2, 3x3 and 4x4 products then run inline
+/// with no look-up and no workspace (with a tensor as `out` its strides are known at compile
+/// time, which is most of the cost of a 2x2 product), other small real shapes straight to the
+/// kernel a batch of them would run. Throws shape_error for bad shapes and alias_error if `out`
+/// overlaps `a` or `b`, before writing anything.
 template <tensor_like A, tensor_like B, writable_tensor O, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && std::same_as<T, writable_value_t<O>> && floating<T>
 void matmul(session& s, const A& a, const B& b, O&& out) {
     detail::check_session(s);
-    if (detail::try_tiny_square<T>(s, a, b, out)) return;
+    if (detail::try_matrix_product<T>(s, a, b, out)) return;
     const tensor_view<T> o = as_writable_view(out);
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("matmul", o, detail::check_matmul_2d<T>("matmul", av, bv), av, bv);
-    detail::matmul_2d<T>(s, av, bv, o, false, T{1}, T{0});
+    detail::matmul_2d<T>(s, detail::matrix_of(av), detail::matrix_of(bv), detail::matrix_of(o),
+                         false, T{1}, T{0});
 }
 
 /// Accumulates: out = alpha * (a @ b) + beta * out. With beta == 0, out is only written (NaNs in
@@ -66,7 +69,8 @@ void matmul(session& s, const A& a, const B& b, const std::type_identity_t<tenso
     const auto av = as_view(a);
     const auto bv = as_view(b);
     detail::check_product_out<T>("matmul", out, detail::check_matmul_2d<T>("matmul", av, bv), av, bv);
-    detail::matmul_2d<T>(s, av, bv, out, true, alpha, beta);
+    detail::matmul_2d<T>(s, detail::matrix_of(av), detail::matrix_of(bv), detail::matrix_of(out),
+                         true, alpha, beta);
 }
 
 /// Returns the batched product of a [..., m, k] and b [..., k, n]: a [..., m, n] tensor whose
