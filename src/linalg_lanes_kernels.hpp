@@ -172,69 +172,17 @@ enum class layout : unsigned char {
 
 // Dense items with E < W elements (2 x 2 matrices, right-hand sides of 2 to 7 elements, 3 x 3
 // floats in 16 lanes) are E vectors holding W consecutive items, and split_items leaves element e
-// of the W items in vector e (join_items undoes it). Two ways, both E vectors in and E out:
-// - E a power of two: splitting every pair of vectors into its even and its odd lanes (unzip)
-//   turns items of E elements into two sequences of items of E / 2, the even elements and the odd
-//   ones; log2(E) such stages: E log2(E) two-vector shuffles.
-// - any other E: element e of the W items lies in every one of the E vectors (W >= E consecutive
+// of the W items in vector e (join_items undoes it), by the factors of E:
+// - E prime: element e of the W items lies in every one of the E vectors (W > E consecutive
 //   elements hold each residue of E), so vector e out is a chain of E - 1 two-vector shuffles, each
-//   bringing in the lanes of one more vector: E (E - 1) shuffles, where the element-by-element path
-//   moved E W scalars through memory.
-
-/// (Even, odd) lanes of the 2 W lanes of a then b.
-template <class V, std::size_t... L>
-[[gnu::always_inline]] inline void unzip2(V& a, V& b, std::index_sequence<L...>) noexcept {
-    const V even = __builtin_shufflevector(a, b, static_cast<int>(2 * L)...);
-    b = __builtin_shufflevector(a, b, static_cast<int>(2 * L + 1)...);
-    a = even;
-}
-
-/// The inverse: the lanes of a and b interleaved, the first W in a, the next W in b.
-template <class V, std::size_t... L>
-[[gnu::always_inline]] inline void zip2(V& a, V& b, std::index_sequence<L...>) noexcept {
-    constexpr int W = static_cast<int>(sizeof...(L));
-    const V low = __builtin_shufflevector(a, b, static_cast<int>(L / 2 + (L % 2) * W)...);
-    b = __builtin_shufflevector(a, b, static_cast<int>(W / 2 + L / 2 + (L % 2) * W)...);
-    a = low;
-}
-
-template <int E, class V>
-[[gnu::always_inline]] inline void unzip(V (&r)[E]) noexcept {
-    if constexpr (E > 1) {
-        constexpr int H = E / 2;
-        V even[H], odd[H];
-        for (int i = 0; i < H; ++i) {
-            even[i] = r[2 * i];
-            odd[i] = r[2 * i + 1];
-            unzip2(even[i], odd[i], std::make_index_sequence<lane_count<V>>{});
-        }
-        unzip<H>(even);
-        unzip<H>(odd);
-        for (int j = 0; j < H; ++j) {
-            r[2 * j] = even[j];
-            r[2 * j + 1] = odd[j];
-        }
-    }
-}
-
-template <int E, class V>
-[[gnu::always_inline]] inline void zip(V (&r)[E]) noexcept {
-    if constexpr (E > 1) {
-        constexpr int H = E / 2;
-        V even[H], odd[H];
-        for (int j = 0; j < H; ++j) {
-            even[j] = r[2 * j];
-            odd[j] = r[2 * j + 1];
-        }
-        zip<H>(even);
-        zip<H>(odd);
-        for (int i = 0; i < H; ++i) {
-            zip2(even[i], odd[i], std::make_index_sequence<lane_count<V>>{});
-            r[2 * i] = even[i];
-            r[2 * i + 1] = odd[i];
-        }
-    }
-}
+//   bringing in the lanes of one more vector: E (E - 1) shuffles (E = 2: the even and odd lanes).
+// - E = P Q, P its smallest prime factor: every run of P vectors is W items of P elements (P
+//   divides the item), whose split (a prime's chains) sorts the block's elements by their residue
+//   s modulo P into P streams of Q vectors; stream s holds, item by item, elements s, P + s, 2 P +
+//   s, ..., that is items of Q elements, split in turn. Shuffles: E times the sum of (p - 1) over
+//   the prime factors p of E (3 x 3 floats: 36, where one chain of E - 1 per element took 72;
+//   powers of two: E log2(E), the even/odd unzip stages).
+// The element-by-element path moved E W scalars through memory instead.
 
 /// Where lane L of output vector J reads: (input vector, lane). Splitting, output J is element J
 /// of the items, and item L's is flat element L E + J of the block; joining, output J holds the
@@ -275,17 +223,37 @@ template <int E, bool Split, int J = 0, class V>
     }
 }
 
+/// The smallest prime factor of n >= 2.
+constexpr int smallest_factor(int n) noexcept {
+    for (int p = 2; p * p <= n; ++p)
+        if (n % p == 0) return p;
+    return n;
+}
+
 /// r: E < W vectors of W consecutive items of E elements in; vector e holds element e of each
 /// item out.
 template <int E, class V>
 [[gnu::always_inline]] inline void split_items(V (&r)[E]) noexcept {
     static_assert(E < lane_count<V>);
-    if constexpr ((E & (E - 1)) == 0) {
-        unzip<E>(r);
-    } else {
-        V out[E];
-        chains<E, true>(r, out);
-        for (int e = 0; e < E; ++e) r[e] = out[e];
+    if constexpr (E > 1) {
+        constexpr int P = smallest_factor(E), Q = E / P;
+        if constexpr (Q == 1) {
+            V out[E];
+            chains<E, true>(r, out);
+            for (int e = 0; e < E; ++e) r[e] = out[e];
+        } else {
+            V streams[P][Q];
+            for (int c = 0; c < Q; ++c) {
+                V run[P];
+                for (int s = 0; s < P; ++s) run[s] = r[c * P + s];
+                split_items<P>(run);
+                for (int s = 0; s < P; ++s) streams[s][c] = run[s];
+            }
+            for (int s = 0; s < P; ++s) {
+                split_items<Q>(streams[s]);
+                for (int t = 0; t < Q; ++t) r[t * P + s] = streams[s][t];
+            }
+        }
     }
 }
 
@@ -293,12 +261,25 @@ template <int E, class V>
 template <int E, class V>
 [[gnu::always_inline]] inline void join_items(V (&r)[E]) noexcept {
     static_assert(E < lane_count<V>);
-    if constexpr ((E & (E - 1)) == 0) {
-        zip<E>(r);
-    } else {
-        V out[E];
-        chains<E, false>(r, out);
-        for (int e = 0; e < E; ++e) r[e] = out[e];
+    if constexpr (E > 1) {
+        constexpr int P = smallest_factor(E), Q = E / P;
+        if constexpr (Q == 1) {
+            V out[E];
+            chains<E, false>(r, out);
+            for (int e = 0; e < E; ++e) r[e] = out[e];
+        } else {
+            V streams[P][Q];
+            for (int s = 0; s < P; ++s) {
+                for (int t = 0; t < Q; ++t) streams[s][t] = r[t * P + s];
+                join_items<Q>(streams[s]);
+            }
+            for (int c = 0; c < Q; ++c) {
+                V run[P];
+                for (int s = 0; s < P; ++s) run[s] = streams[s][c];
+                join_items<P>(run);
+                for (int s = 0; s < P; ++s) r[c * P + s] = run[s];
+            }
+        }
     }
 }
 
