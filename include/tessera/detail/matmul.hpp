@@ -111,8 +111,8 @@ template <class T>
 
 /// The 2-D product of checked operands (c = a @ b; with `accumulate`, c = alpha * a @ b + beta *
 /// c): 2x2, 3x3 and 4x4 by plain loops, other small real shapes straight to the kernel a batch of
-/// them would run (so the same bits), the rest through run_products. Compiled in the library
-/// (src/matmul_engine.hpp) for the four element types.
+/// them would run where it reads their strides as they are (so the same bits), the rest through
+/// run_products. Compiled in the library (src/matmul_engine.hpp) for the four element types.
 template <class T>
 void matmul_2d(session& s, const matrix_ref<const T>& a, const matrix_ref<const T>& b,
                const matrix_ref<T>& c, bool accumulate, T alpha, T beta);

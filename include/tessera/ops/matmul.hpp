@@ -43,9 +43,9 @@ tensor<T> matmul(session& s, const A& a, const B& b) {
 /// Writes a @ b into `out` ([m, n]; a tensor, or a view of any strides); never allocates on the
 /// heap. The checks are inlined for rank-2 operands; 2x2, 3x3 and 4x4 products then run inline
 /// with no look-up and no workspace (with a tensor as `out` its strides are known at compile
-/// time, which is most of the cost of a 2x2 product), other small real shapes straight to the
-/// kernel a batch of them would run. Throws shape_error for bad shapes and alias_error if `out`
-/// overlaps `a` or `b`, before writing anything.
+/// time, which is most of the cost of a 2x2 product), other small real shapes with the kernel a
+/// batch of them would run (the same bits). Throws shape_error for bad shapes and alias_error if
+/// `out` overlaps `a` or `b`, before writing anything.
 template <tensor_like A, tensor_like B, writable_tensor O, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && std::same_as<T, writable_value_t<O>> && floating<T>
 void matmul(session& s, const A& a, const B& b, O&& out) {
