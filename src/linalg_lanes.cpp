@@ -116,7 +116,7 @@ lane_fn<T> find_lane_kernel(lane_op op, std::size_t n, int& lanes) noexcept {
     const int level = current_level();
     if (n < min_lane_n || n > max_lane_n || level < 0) return nullptr;
     const auto isa = static_cast<kernel_isa>(level);
-    lanes = width(isa, sizeof(T));
+    lanes = width(isa, sizeof(T)) * lane_blocks(op, n);
     return table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(op)][n - min_lane_n];
 }
 

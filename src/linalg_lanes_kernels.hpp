@@ -120,6 +120,18 @@ template <int W, class V>
     return bits;
 }
 
+/// The items of block b (of W) among the `count` of a call.
+template <int W>
+constexpr int block_count(int count, int b) noexcept {
+    const int left = count - b * W;
+    return left < 0 ? 0 : left < W ? left : W;
+}
+
+/// The bits of lanes 0..count - 1 (count <= 32).
+constexpr std::uint32_t low_bits(int count) noexcept {
+    return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
+}
+
 /// Above zero per lane where x is zero, subnormal, infinite or NaN (a NaN fails both comparisons),
 /// else 0: where the closed forms may not divide by a determinant (as usable_det in
 /// src/linalg_lu.cpp).
@@ -428,7 +440,10 @@ template <class V>
 /// a * b rounded on its own, never fused into a following addition: exactly singular matrices must
 /// give an exact zero (a d - b c = 0 for proportional rows in the closed forms, a zero pivot in
 /// LU), as on the per-matrix path, which a fused multiply-add of one rounded and one exact product
-/// does not give. The substitutions, which decide nothing, keep their fused operations.
+/// does not give. The substitutions, which decide nothing, keep their fused operations. In the
+/// Jacobi kernels one product of every sum of two goes through mul, so that the other is the one
+/// fused: GCC fuses whichever it meets first, and the two blocks a Jacobi kernel runs side by side
+/// met them in different orders (items came out with other bits in the second block).
 template <class V>
 [[gnu::always_inline]] inline V mul(V a, V b) noexcept {
     return opaque(a * b);
@@ -734,7 +749,7 @@ template <class V>
     using T = elem_t<V>;
     const V d = y - x;
     const V num = d < T(0) ? -(z + z) : z + z;
-    const V h = vsqrt(d * d + num * num);
+    const V h = vsqrt(mul(d, d) + num * num);
     const V den = vabs(d) + h;
     const V q = T(1) / ((h + h) * den);
     const V root = vsqrt(q);
@@ -752,36 +767,47 @@ template <int N, class V>
 #pragma GCC unroll 8
     for (int r = 0; r < N; ++r) {
         const V x = m[r * N + p], y = m[r * N + q];
-        m[r * N + p] = need > T(0) ? g.c * x - g.s * y : x;
-        m[r * N + q] = need > T(0) ? g.s * x + g.c * y : y;
+        m[r * N + p] = need > T(0) ? g.c * x - mul(g.s, y) : x;
+        m[r * N + q] = need > T(0) ? g.s * x + mul(g.c, y) : y;
     }
 }
 
-/// Runs sweep(active) until no lane's unfinished() (the largest `need` over its pairs) is above
-/// zero, at most max_sweeps times; returns the flags of the lanes left unfinished. `active` is 1
-/// in the lanes whose unfinished() was above zero before the sweep, else 0, and the sweep rotates
-/// only those: a lane finished on its own stops there, whatever its neighbours still need, so its
-/// result does not depend on them. (Deciding per pair alone was not enough: about 1 in 4,000
-/// 3 x 3 svd items, finished by unfinished()'s test, still had a pair rotated in a later sweep
-/// beside an unfinished neighbour, and came out differently alone.) At N = 2 one sweep, one
-/// rotation, is all there is: eigh's sets the one pair to exactly zero, and svd_block finishes
-/// svd's.
-template <int N, class Unfinished, class Sweep>
-[[gnu::always_inline]] inline auto sweeps_until_done(const Unfinished& unfinished,
-                                                     const Sweep& sweep) noexcept {
-    using V = decltype(unfinished());
+/// Runs sweep(active) over B blocks until no lane's unfinished(b) (the largest `need` over its
+/// pairs in block b) is above zero, at most max_sweeps times; stuck[b] gets the flags of block b's
+/// lanes left unfinished. active[b] is 1 in the lanes whose unfinished(b) was above zero before
+/// the sweep, else 0, and the sweep rotates only those: a lane finished on its own stops there,
+/// whatever its neighbours (in its block or the other) still need, so its result does not depend
+/// on them. (Deciding per pair alone was not enough: about 1 in 4,000 3 x 3 svd items, finished
+/// by unfinished()'s test, still had a pair rotated in a later sweep beside an unfinished
+/// neighbour, and came out differently alone.) At N = 2 one sweep, one rotation, is all there is:
+/// eigh's sets the one pair to exactly zero, and svd_block finishes svd's.
+template <int N, int B, class V, class Unfinished, class Sweep>
+[[gnu::always_inline]] inline void sweeps_until_done(const Unfinished& unfinished,
+                                                     const Sweep& sweep, V (&stuck)[B]) noexcept {
     using T = elem_t<V>;
+    const V one = splat<V>(T(1));
+    V active[B];
     if constexpr (N == 2) {
-        sweep(splat<V>(T(1)));
-        return V{};
+        for (V& x : active) x = one;
+        sweep(active);
+        for (V& x : stuck) x = V{};
     } else {
 #pragma GCC unroll 1
         for (int k = 0; k < max_sweeps; ++k) {
-            const V left = unfinished();
-            if (!any_positive(left)) return V{};
-            sweep(left > T(0) ? splat<V>(T(1)) : V{});
+            V any{};
+#pragma GCC unroll 2
+            for (int b = 0; b < B; ++b) {
+                active[b] = unfinished(b) > T(0) ? one : V{};
+                any += active[b];
+            }
+            if (!any_positive(any)) {
+                for (V& x : stuck) x = V{};
+                return;
+            }
+            sweep(active);
         }
-        return unfinished() > T(0) ? splat<V>(T(1)) : V{};
+#pragma GCC unroll 2
+        for (int b = 0; b < B; ++b) stuck[b] = unfinished(b) > T(0) ? one : V{};
     }
 }
 
@@ -789,73 +815,85 @@ template <int N, class Unfinished, class Sweep>
 /// the diagonal holds the eigenvalues (unsorted) and, when Vectors, v (the identity on entry)
 /// the eigenvectors as columns. A pair is rotated while |a_pq| > epsilon max(|a_pp|, |a_qq|) and
 /// a_pq^2 is normal, and its entry is then set to exactly zero: eigenvalues accurate to epsilon
-/// times the matrix's norm (as Eigen's), not better for tiny ones. Returns the flags of the lanes
-/// that still need a rotation after max_sweeps.
-template <int N, bool Vectors, class V>
-[[gnu::always_inline]] inline V jacobi_eigen(V (&a)[N * N], V (&v)[N * N]) noexcept {
+/// times the matrix's norm (as Eigen's), not better for tiny ones. B blocks side by side (see
+/// lane_blocks); stuck[b] gets the flags of block b's lanes that still need a rotation after
+/// max_sweeps.
+template <int N, bool Vectors, int B, class V>
+[[gnu::always_inline]] inline void jacobi_eigen(V (&as)[B][N * N], V (&vs)[B][N * N],
+                                                V (&stuck)[B]) noexcept {
     using T = elem_t<V>;
     constexpr T eps2 = std::numeric_limits<T>::epsilon() * std::numeric_limits<T>::epsilon();
     // Above zero where the pair needs a rotation. Squares: no square root, and an entry whose
     // square is not normal is negligible beside the scaled matrix's largest, at least 1.
-    const auto need = [&](int p, int q) __attribute__((always_inline)) {
+    const auto need = [&](int b, int p, int q) __attribute__((always_inline)) {
+        const V(&a)[N * N] = as[b];
         const V xx = a[p * N + p] * a[p * N + p], yy = a[q * N + q] * a[q * N + q];
         V limit = eps2 * (xx > yy ? xx : yy);
         limit = limit > std::numeric_limits<T>::min() ? limit
                                                        : splat<V>(std::numeric_limits<T>::min());
         return a[p * N + q] * a[p * N + q] - limit;
     };
-    const auto unfinished = [&]() __attribute__((always_inline)) {
-        V most = need(0, 1);
+    const auto unfinished = [&](int b) __attribute__((always_inline)) {
+        V most = need(b, 0, 1);
 #pragma GCC unroll 8
         for (int p = 0; p < N - 1; ++p)
 #pragma GCC unroll 8
             for (int q = p + 1; q < N; ++q) {
-                const V x = need(p, q);
+                const V x = need(b, p, q);
                 most = x > most ? x : most;
             }
         return most;
     };
-    const auto sweep = [&](const V& active) __attribute__((always_inline)) {
+    // Rotates pair (p, q) of block b in the lanes where `active` and the pair's need say so.
+    const auto rotate_pair = [&](int b, int p, int q, const V& active)
+                                 __attribute__((always_inline)) {
+        V(&a)[N * N] = as[b];
+        const V x = a[p * N + p], y = a[q * N + q], z = a[p * N + q];
+        const V rotate = need(b, p, q) * active;
+        const rotation<V> g = jacobi_rotation(x, y, z, rotate);
+        // Only where the pair needs it: elsewhere every entry keeps its bits, -0 too.
+        a[p * N + p] = rotate > T(0) ? x - g.t * z : x;
+        a[q * N + q] = rotate > T(0) ? y + g.t * z : y;
+        a[p * N + q] = a[q * N + p] = rotate > T(0) ? V{} : z;
 #pragma GCC unroll 8
-        for (int p = 0; p < N - 1; ++p) {
-#pragma GCC unroll 8
-            for (int q = p + 1; q < N; ++q) {
-                const V x = a[p * N + p], y = a[q * N + q], z = a[p * N + q];
-                const V rotate = need(p, q) * active;
-                const rotation<V> g = jacobi_rotation(x, y, z, rotate);
-                // Only where the pair needs it: elsewhere every entry keeps its bits, -0 too.
-                a[p * N + p] = rotate > T(0) ? x - g.t * z : x;
-                a[q * N + q] = rotate > T(0) ? y + g.t * z : y;
-                a[p * N + q] = a[q * N + p] = rotate > T(0) ? V{} : z;
-#pragma GCC unroll 8
-                for (int r = 0; r < N; ++r) {
-                    if (r == p || r == q) continue;
-                    const V rp = a[r * N + p], rq = a[r * N + q];
-                    a[r * N + p] = a[p * N + r] = rotate > T(0) ? g.c * rp - g.s * rq : rp;
-                    a[r * N + q] = a[q * N + r] = rotate > T(0) ? g.s * rp + g.c * rq : rq;
-                }
-                if constexpr (Vectors) rotate_columns<N>(v, p, q, g, rotate);
-            }
+        for (int r = 0; r < N; ++r) {
+            if (r == p || r == q) continue;
+            const V rp = a[r * N + p], rq = a[r * N + q];
+            a[r * N + p] = a[p * N + r] = rotate > T(0) ? g.c * rp - mul(g.s, rq) : rp;
+            a[r * N + q] = a[q * N + r] = rotate > T(0) ? g.s * rp + mul(g.c, rq) : rq;
         }
+        if constexpr (Vectors) rotate_columns<N>(vs[b], p, q, g, rotate);
     };
-    return sweeps_until_done<N>(unfinished, sweep);
+    // Pair by pair, the blocks' rotations side by side (their chains overlap).
+    const auto sweep = [&](const V (&active)[B]) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p)
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q)
+#pragma GCC unroll 2
+                for (int b = 0; b < B; ++b) rotate_pair(b, p, q, active[b]);
+    };
+    sweeps_until_done<N>(unfinished, sweep, stuck);
 }
 
 /// One-sided Jacobi (Hestenes) on the N x N matrices in a (scaled): rotates pairs of columns
 /// while |a_p . a_q| > N epsilon |a_p| |a_q| (the rounding of the dot products is about that)
 /// and (a_p . a_q)^2 is normal, accumulating the rotations in v (the identity on entry) when
-/// Vectors; then a = U diag(sigma) with sigma the column norms, and A = a V^T. Returns the flags
-/// of the lanes that still need a rotation after max_sweeps.
-template <int N, bool Vectors, class V>
-[[gnu::always_inline]] inline V jacobi_svd(V (&a)[N * N], V (&v)[N * N]) noexcept {
+/// Vectors; then a = U diag(sigma) with sigma the column norms, and A = a V^T. B blocks side by
+/// side, as jacobi_eigen; stuck[b] gets the flags of block b's lanes that still need a rotation
+/// after max_sweeps.
+template <int N, bool Vectors, int B, class V>
+[[gnu::always_inline]] inline void jacobi_svd(V (&as)[B][N * N], V (&vs)[B][N * N],
+                                              V (&stuck)[B]) noexcept {
     using T = elem_t<V>;
     constexpr T eps = std::numeric_limits<T>::epsilon();
     constexpr T tol2 = T(N * N) * eps * eps;
     // The pair's Gram matrix [x z; z y]; returns the need for a rotation, as jacobi_eigen's.
-    const auto gram = [&](int p, int q, V& x, V& y, V& z) __attribute__((always_inline)) {
-        x = a[p] * a[p];
-        y = a[q] * a[q];
-        z = a[p] * a[q];
+    const auto gram = [&](int b, int p, int q, V& x, V& y, V& z) __attribute__((always_inline)) {
+        const V(&a)[N * N] = as[b];
+        x = mul(a[p], a[p]);
+        y = mul(a[q], a[q]);
+        z = mul(a[p], a[q]);
 #pragma GCC unroll 8
         for (int r = 1; r < N; ++r) {
             x += a[r * N + p] * a[r * N + p];
@@ -867,32 +905,35 @@ template <int N, bool Vectors, class V>
                                                        : splat<V>(std::numeric_limits<T>::min());
         return z * z - limit;
     };
-    const auto unfinished = [&]() __attribute__((always_inline)) {
+    const auto unfinished = [&](int b) __attribute__((always_inline)) {
         V x, y, z;
-        V most = gram(0, 1, x, y, z);
+        V most = gram(b, 0, 1, x, y, z);
 #pragma GCC unroll 8
         for (int p = 0; p < N - 1; ++p)
 #pragma GCC unroll 8
             for (int q = p + 1; q < N; ++q) {
-                const V e = gram(p, q, x, y, z);
+                const V e = gram(b, p, q, x, y, z);
                 most = e > most ? e : most;
             }
         return most;
     };
-    const auto sweep = [&](const V& active) __attribute__((always_inline)) {
-#pragma GCC unroll 8
-        for (int p = 0; p < N - 1; ++p) {
-#pragma GCC unroll 8
-            for (int q = p + 1; q < N; ++q) {
-                V x, y, z;
-                const V rotate = gram(p, q, x, y, z) * active;
-                const rotation<V> g = jacobi_rotation(x, y, z, rotate);
-                rotate_columns<N>(a, p, q, g, rotate);
-                if constexpr (Vectors) rotate_columns<N>(v, p, q, g, rotate);
-            }
-        }
+    const auto rotate_pair = [&](int b, int p, int q, const V& active)
+                                 __attribute__((always_inline)) {
+        V x, y, z;
+        const V rotate = gram(b, p, q, x, y, z) * active;
+        const rotation<V> g = jacobi_rotation(x, y, z, rotate);
+        rotate_columns<N>(as[b], p, q, g, rotate);
+        if constexpr (Vectors) rotate_columns<N>(vs[b], p, q, g, rotate);
     };
-    return sweeps_until_done<N>(unfinished, sweep);
+    const auto sweep = [&](const V (&active)[B]) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+        for (int p = 0; p < N - 1; ++p)
+#pragma GCC unroll 8
+            for (int q = p + 1; q < N; ++q)
+#pragma GCC unroll 2
+                for (int b = 0; b < B; ++b) rotate_pair(b, p, q, active[b]);
+    };
+    sweeps_until_done<N>(unfinished, sweep, stuck);
 }
 
 /// Sorts each lane's keys (ascending, or descending when Descending) with compare-exchanges,
@@ -964,7 +1005,7 @@ template <int W, int N, class T>
     std::uint32_t redo;
     if constexpr (N == 2) redo = flag_bits<W>(closed_inverse<2>(a, inv), count);
     else redo = flag_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
-    if (redo == (std::uint32_t{1} << count) - 1) return redo;
+    if (redo == low_bits(count)) return redo;
     // One right-hand side at a time; b may be exactly x, and each column is read before written.
     for (std::ptrdiff_t j = 0; j < r.k; ++j) {
         auto qb = pb;
@@ -1081,47 +1122,69 @@ template <int W, int N, class T>
     return redo;
 }
 
+/// Reads block b's N x N matrices of operand 0 into a; a block without items gets zero matrices,
+/// which a Jacobi kernel finishes at once.
+template <int W, int N, class T, class V>
+[[gnu::always_inline]] inline void load_block(V (&a)[N * N], const lane_run<T>& r, std::size_t at,
+                                              int count, int b) noexcept {
+    const int c = block_count<W>(count, b);
+    if (c == 0) {
+        for (V& x : a) x = V{};
+        return;
+    }
+    load<W, N, N>(a, items<W>(r, 0, r.op[0], at + static_cast<std::size_t>(b * W), c), r.op[0].rs,
+                  r.op[0].cs);
+}
+
 /// eigh (Vectors) and eigvalsh: operands a, w, v (eigh) or a, w (eigvalsh). Only a's lower
 /// triangle is read, as on the per-matrix path; eigenvalues ascending, as Eigen gives them.
+/// lane_blocks(eigh, N) blocks of W items side by side.
 template <int W, int N, bool Vectors, class T>
 [[gnu::always_inline]] inline std::uint32_t eigh_block(const lane_run<T>& r, std::size_t at,
                                                        int count) noexcept {
     using V = vec_t<T, W>;
-    V a[N * N], v[N * N], w[N];
-    load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
-    for (int i = 0; i < N; ++i)
-        for (int j = i + 1; j < N; ++j) a[i * N + j] = a[j * N + i];
-    V bad;
-    const V scale = scale_down<N * N>(a, bad);
-    if constexpr (Vectors) set_identity<N>(v);
-    const V stuck = jacobi_eigen<N, Vectors>(a, v);
-    for (int i = 0; i < N; ++i) w[i] = a[i * N + i] * scale;
-    sort_columns<N, false>(w, Vectors ? v : nullptr, nullptr);
-    const std::uint32_t redo = flag_bits<W>(bad + stuck, count);
-    if (redo == (std::uint32_t{1} << count) - 1) return redo;
-    store<W, N, 1>(w, items<W>(r, 1, r.op[1], at, count), redo, r.op[1].rs, 1);
-    if constexpr (Vectors)
-        store<W, N, N>(v, items<W>(r, 2, r.op[2], at, count), redo, r.op[2].rs, r.op[2].cs);
+    constexpr int B = lane_blocks(lane_op::eigh, N);
+    V a[B][N * N], v[B][N * N], w[B][N], scale[B], bad[B], stuck[B];
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        load_block<W, N>(a[b], r, at, count, b);
+        for (int i = 0; i < N; ++i)
+            for (int j = i + 1; j < N; ++j) a[b][i * N + j] = a[b][j * N + i];
+        scale[b] = scale_down<N * N>(a[b], bad[b]);
+        if constexpr (Vectors) set_identity<N>(v[b]);
+    }
+    jacobi_eigen<N, Vectors>(a, v, stuck);
+    std::uint32_t redo = 0;
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        for (int i = 0; i < N; ++i) w[b][i] = a[b][i * N + i] * scale[b];
+        sort_columns<N, false>(w[b], Vectors ? v[b] : nullptr, nullptr);
+        redo |= flag_bits<W>(bad[b] + stuck[b], block_count<W>(count, b)) << (b * W);
+    }
+    if (redo == low_bits(count)) return redo;
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        const int c = block_count<W>(count, b);
+        if (c == 0) continue;
+        const std::uint32_t skip = redo >> (b * W) & low_bits(W);
+        const std::size_t first = at + static_cast<std::size_t>(b * W);
+        store<W, N, 1>(w[b], items<W>(r, 1, r.op[1], first, c), skip, r.op[1].rs, 1);
+        if constexpr (Vectors)
+            store<W, N, N>(v[b], items<W>(r, 2, r.op[2], first, c), skip, r.op[2].rs,
+                           r.op[2].cs);
+    }
     return redo;
 }
 
-/// svd (Vectors) and svdvals: operands a, u, s, vh (svd) or a, s (svdvals); singular values
-/// descending. At N = 3 svd also hands back the lanes with a singular value too small for its
-/// column of U to be kept orthogonal to the others (below (min / 9 epsilon^2)^(1/4) of the scaled
-/// matrix: about 5e-70 in double, 5e-7 in float; nearly rank-deficient items, left to the
-/// per-matrix path); at N = 2 only A = 0.
-template <int W, int N, bool Vectors, class T>
-[[gnu::always_inline]] inline std::uint32_t svd_block(const lane_run<T>& r, std::size_t at,
-                                                      int count) noexcept {
-    using V = vec_t<T, W>;
-    V a[N * N], v[N * N], sigma[N];
-    load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
-    V bad;
-    const V scale = scale_down<N * N>(a, bad);
-    if constexpr (Vectors) set_identity<N>(v);
-    bad += jacobi_svd<N, Vectors>(a, v);
+/// svd after the rotations, one block: sigma gets the singular values (descending, scaled back),
+/// a the columns of U (when Vectors, columns of V in v carried along by the sort); bad gets the
+/// lanes svd_block hands back.
+template <int N, bool Vectors, class V>
+[[gnu::always_inline]] inline void finish_svd(V (&a)[N * N], V (&v)[N * N], V (&sigma)[N],
+                                              V scale, V& bad) noexcept {
+    using T = elem_t<V>;
     for (int j = 0; j < N; ++j) {  // squared column norms first: sorted, then rooted
-        V x = a[j] * a[j];
+        V x = mul(a[j], a[j]);
         for (int i = 1; i < N; ++i) x += a[i * N + j] * a[i * N + j];
         // svd at N = 3 hands back a column too short for the relative orthogonality test: with
         // N^2 epsilon^2 |a_p|^2 |a_q|^2 below the smallest normal number, jacobi_svd's absolute
@@ -1145,7 +1208,7 @@ template <int W, int N, bool Vectors, class T>
         if constexpr (Vectors) bad += sigma[0] == T(0) ? splat<V>(T(1)) : V{};
         const V inv = sigma[0] == T(0) ? V{} : T(1) / sigma[0];
         const V u00 = a[0] * inv, u10 = a[2] * inv;
-        const V along = u00 * a[3] - u10 * a[1];  // a_1 . (-u10, u00)
+        const V along = u00 * a[3] - mul(u10, a[1]);  // a_1 . (-u10, u00)
         // At most sigma[0]: with equal singular values the projection can exceed it by an ulp.
         const V size = along < T(0) ? -along : along;
         sigma[1] = size > sigma[0] ? sigma[0] : size;
@@ -1160,16 +1223,50 @@ template <int W, int N, bool Vectors, class T>
         }
     }
     for (int j = 0; j < N; ++j) sigma[j] *= scale;
-    const std::uint32_t redo = flag_bits<W>(bad, count);
-    if (redo == (std::uint32_t{1} << count) - 1) return redo;
+}
+
+/// svd (Vectors) and svdvals: operands a, u, s, vh (svd) or a, s (svdvals); singular values
+/// descending. At N = 3 svd also hands back the lanes with a singular value too small for its
+/// column of U to be kept orthogonal to the others (below (min / 9 epsilon^2)^(1/4) of the scaled
+/// matrix: about 5e-70 in double, 5e-7 in float; nearly rank-deficient items, left to the
+/// per-matrix path); at N = 2 only A = 0.
+template <int W, int N, bool Vectors, class T>
+[[gnu::always_inline]] inline std::uint32_t svd_block(const lane_run<T>& r, std::size_t at,
+                                                      int count) noexcept {
+    using V = vec_t<T, W>;
+    constexpr int B = lane_blocks(lane_op::svd, N);
+    V a[B][N * N], v[B][N * N], scale[B], bad[B], stuck[B];
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        load_block<W, N>(a[b], r, at, count, b);
+        scale[b] = scale_down<N * N>(a[b], bad[b]);
+        if constexpr (Vectors) set_identity<N>(v[b]);
+    }
+    jacobi_svd<N, Vectors>(a, v, stuck);
+    std::uint32_t redo = 0;
+    V sigma[B][N];
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        bad[b] += stuck[b];
+        finish_svd<N, Vectors>(a[b], v[b], sigma[b], scale[b], bad[b]);
+        redo |= flag_bits<W>(bad[b], block_count<W>(count, b)) << (b * W);
+    }
+    if (redo == low_bits(count)) return redo;
     constexpr int s_op = Vectors ? 2 : 1;
-    store<W, N, 1>(sigma, items<W>(r, s_op, r.op[s_op], at, count), redo, r.op[s_op].rs, 1);
-    if constexpr (Vectors) {
-        store<W, N, N>(a, items<W>(r, 1, r.op[1], at, count), redo, r.op[1].rs, r.op[1].cs);
-        V vh[N * N];  // V^T: row j of vh is column j of V
-        for (int i = 0; i < N; ++i)
-            for (int j = 0; j < N; ++j) vh[i * N + j] = v[j * N + i];
-        store<W, N, N>(vh, items<W>(r, 3, r.op[3], at, count), redo, r.op[3].rs, r.op[3].cs);
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        const int c = block_count<W>(count, b);
+        if (c == 0) continue;
+        const std::uint32_t skip = redo >> (b * W) & low_bits(W);
+        const std::size_t first = at + static_cast<std::size_t>(b * W);
+        store<W, N, 1>(sigma[b], items<W>(r, s_op, r.op[s_op], first, c), skip, r.op[s_op].rs, 1);
+        if constexpr (Vectors) {
+            store<W, N, N>(a[b], items<W>(r, 1, r.op[1], first, c), skip, r.op[1].rs, r.op[1].cs);
+            V vh[N * N];  // V^T: row j of vh is column j of V
+            for (int i = 0; i < N; ++i)
+                for (int j = 0; j < N; ++j) vh[i * N + j] = v[b][j * N + i];
+            store<W, N, N>(vh, items<W>(r, 3, r.op[3], first, c), skip, r.op[3].rs, r.op[3].cs);
+        }
     }
     return redo;
 }
@@ -1189,13 +1286,16 @@ template <lane_op Op, int W, int N, class T>
     else return svd_block<W, N, false>(r, at, count);
 }
 
-/// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, until one hands items back.
+/// The lane_fn of src/linalg_lanes.hpp: the run's blocks from `at` on, lane_blocks(Op, N) at a
+/// time, until one hands items back.
 template <lane_op Op, int W, int N, class T>
 [[gnu::always_inline]] inline std::uint32_t run_blocks(const lane_run<T>& r,
                                                        std::size_t& at) noexcept {
-    for (; at < r.count; at += W) {
+    constexpr int items_per_call = W * lane_blocks(Op, N);
+    static_assert(items_per_call <= 32, "the bits of a call's items are a std::uint32_t");
+    for (; at < r.count; at += items_per_call) {
         const std::size_t left = r.count - at;
-        const int count = left < W ? static_cast<int>(left) : W;
+        const int count = left < items_per_call ? static_cast<int>(left) : items_per_call;
         if (const std::uint32_t redo = run_block<Op, W, N>(r, at, count)) return redo;
     }
     return 0;
