@@ -365,7 +365,9 @@ template <int W, int R, int C, class T, class V>
         for (int i = 0; i < R; ++i)
 #pragma GCC unroll 1
             for (int j = 0; j < C; ++j) s[i * C + j][l] = x.item(l)[i * rs + j * cs];
-    std::memcpy(&m[0], &s[0][0], sizeof(s));
+    // Vector by vector: a copy of the whole array would keep m in memory on every path.
+#pragma GCC unroll 64
+    for (int e = 0; e < E; ++e) std::memcpy(&m[e], &s[e][0], sizeof(V));
 }
 
 /// Writes m (as load reads it) to the matrices of x, skipping the items in `skip`.
@@ -408,7 +410,8 @@ template <int W, int R, int C, class T, class V>
         case layout::gather: break;
     }
     T s[E][W];
-    std::memcpy(&s[0][0], &m[0], sizeof(s));
+#pragma GCC unroll 64
+    for (int e = 0; e < E; ++e) std::memcpy(&s[e][0], &m[e], sizeof(V));
 #pragma GCC unroll 1
     for (int l = 0; l < count; ++l) {
         if (skip & (std::uint32_t{1} << l)) continue;
