@@ -36,6 +36,9 @@
 extern "C" bool tessera_bench_eigen_native_linalg(int bytes, int op, int n, const void* a,
                                                   const void* b, void* out, void* out2,
                                                   void* out3, std::size_t batch);
+// Floors under the targets, compiled the same way (bench/native/lane_floors.cpp).
+extern "C" bool tessera_bench_lane_floor(int bytes, int what, int n, const void* in, void* out,
+                                         std::size_t batch);
 
 namespace {
 
@@ -277,6 +280,41 @@ void BM_EigenLoop(benchmark::State& state, op o, bool native) {
     state.SetItemsProcessed(static_cast<std::int64_t>(batch) * state.iterations());
 }
 
+// ---- floors under the targets ----------------------------------------------------------------
+
+/// What a target of inverse or det at n <= 4 cannot beat: the batch's bytes alone (det reads its
+/// input, inverse reads it and writes as much) and the SIMD-across-batch kernels' movement alone
+/// (dense items into lanes; inverse also back).
+enum class floor_kind { read, copy, into_lanes, into_lanes_and_back };
+
+template <class T>
+void BM_Floor(benchmark::State& state, floor_kind what) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    std::vector<T> in(batch * n * n, T(1)), out(batch * n * n);
+    for (auto _ : state) {
+        if (!tessera_bench_lane_floor(static_cast<int>(sizeof(T)), static_cast<int>(what),
+                                      static_cast<int>(n), in.data(), out.data(), batch)) {
+            state.SkipWithError("no floor for this size");
+            return;
+        }
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+}
+
+const char* floor_name(floor_kind what) {
+    switch (what) {
+        case floor_kind::read: return "FloorRead";
+        case floor_kind::copy: return "FloorCopy";
+        case floor_kind::into_lanes: return "FloorIntoLanes";
+        case floor_kind::into_lanes_and_back: return "FloorIntoLanesAndBack";
+    }
+    return "?";
+}
+
+constexpr floor_kind floors[] = {floor_kind::read, floor_kind::copy, floor_kind::into_lanes,
+                                 floor_kind::into_lanes_and_back};
+
 // ---- registration --------------------------------------------------------------------------
 
 constexpr op ops[] = {op::solve, op::inverse, op::cholesky, op::det, op::svd, op::eigh};
@@ -331,6 +369,13 @@ void register_type() {
         for (std::int64_t n = 2; n <= 8; ++n) il->Args({n, 1});
         repeated(il);
     }
+    for (floor_kind what : floors) {
+        auto* f = benchmark::RegisterBenchmark(
+            fmt::format("BM_{}_{}", floor_name(what), type).c_str(),
+            [what](benchmark::State& st) { BM_Floor<T>(st, what); });
+        for (std::int64_t n = 2; n <= 4; ++n) f->Args({n});
+        repeated(f);
+    }
 }
 
 // ---- the summary ---------------------------------------------------------------------------
@@ -346,7 +391,7 @@ double target_speedup(op o, const char* type, std::int64_t n) {
 void print_summary(const tessera_bench::results& r) {
     using tessera_bench::goal;
     using tessera_bench::median_ns;
-    tessera_bench::summary_table targets, table;
+    tessera_bench::summary_table targets, table, floor_table;
     const std::int64_t threads = all_threads();
     for (const char* type : {"f32", "f64"})
         for (op o : ops)
@@ -369,6 +414,33 @@ void print_summary(const tessera_bench::results& r) {
                                   median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
                                   native, goal::info);
                 }
+                if ((o == op::inverse || o == op::det) && n <= 4) {
+                    // The time the target allows against what no kernel of the design can beat.
+                    const auto native =
+                        median_ns(r, fmt::format("{}/{}", bench_name(o, "EigenNative", type), n));
+                    const std::optional<double> allowed =
+                        native ? std::optional<double>(*native / target_speedup(o, type, n))
+                               : std::nullopt;
+                    const auto floor = [&](floor_kind k) {
+                        return median_ns(r, fmt::format("BM_{}_{}/{}", floor_name(k), type, n));
+                    };
+                    const bool inv = o == op::inverse;
+                    floor_table.add(what + (inv ? ": the target's time vs a copy of the batch"
+                                                : ": the target's time vs a read of the batch"),
+                                    allowed, floor(inv ? floor_kind::copy : floor_kind::read),
+                                    goal::info);
+                    floor_table.add(what + (inv ? ": the target's time vs into lanes and back"
+                                                : ": the target's time vs into lanes"),
+                                    allowed,
+                                    floor(inv ? floor_kind::into_lanes_and_back
+                                              : floor_kind::into_lanes),
+                                    goal::info);
+                    floor_table.add(
+                        what + ": the target's time vs the kernel on [n, n, batch] (no moves)",
+                        allowed,
+                        median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
+                        goal::info);
+                }
                 table.add(what + ", 1 thread vs Eigen default target", one, eigen, goal::info);
                 if (threads > 1)
                     table.add(fmt::format("{}, {} threads vs Eigen default target", what, threads),
@@ -380,6 +452,11 @@ void print_summary(const tessera_bench::results& r) {
                "with -march=native (speed-up = Eigen / tessera):\n\n",
                batch);
     targets.print(stdout);
+    fmt::print("\nFloors under the targets of inverse and det at n <= 4 (ratio = the time the target "
+               "allows / the floor; below 1: no kernel that moves dense items into lanes, or for "
+               "the bytes alone none at all, can meet the target on this machine; the kernel on "
+               "[n, n, batch] is tessera's arithmetic alone):\n\n");
+    floor_table.print(stdout);
     fmt::print("\nEverything else (ratio = tessera / baseline; below 1 is faster):\n\n");
     table.print(stdout);
 }
