@@ -436,7 +436,7 @@ void print_summary(const tessera_bench::results& r) {
                                               : floor_kind::into_lanes),
                                     goal::info);
                     floor_table.add(
-                        what + ": the target's time vs the kernel on [n, n, batch] (no moves)",
+                        what + ": the target's time vs the kernel on [n, n, batch] (no shuffles)",
                         allowed,
                         median_ns(r, fmt::format("{}/{}/1", bench_name(o, "Interleaved", type), n)),
                         goal::info);
@@ -455,7 +455,7 @@ void print_summary(const tessera_bench::results& r) {
     fmt::print("\nFloors under the targets of inverse and det at n <= 4 (ratio = the time the target "
                "allows / the floor; below 1: no kernel that moves dense items into lanes, or for "
                "the bytes alone none at all, can meet the target on this machine; the kernel on "
-               "[n, n, batch] is tessera's arithmetic alone):\n\n");
+               "[n, n, batch] loads, computes and stores without shuffles):\n\n");
     floor_table.print(stdout);
     fmt::print("\nEverything else (ratio = tessera / baseline; below 1 is faster):\n\n");
     table.print(stdout);

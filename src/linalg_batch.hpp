@@ -1,8 +1,8 @@
 // src/linalg_batch.hpp - what the batched linear algebra ops (tessera/ops/linalg.hpp) share: the
 // batch walk (a kernel per chunk, called per item with the operands' offsets from the cursor of
-// detail/iteration.hpp, or a block kernel of src/linalg_lanes.hpp per W items of a run), failure
-// reporting, size classes, and the moves of one matrix between a strided operand and an Eigen
-// matrix. Private to the library: each src/linalg_*.cpp holds the
+// detail/iteration.hpp, or a block kernel of src/linalg_lanes.hpp per W or 2 W items of a run),
+// failure reporting, size classes, and the moves of one matrix between a strided operand and an
+// Eigen matrix. Private to the library: each src/linalg_*.cpp holds the
 // kernels and op bodies of one family beside their instantiation for the four element types, so
 // that the Eigen decompositions compile once, in parallel, and never in a user's translation
 // unit. Includes Eigen's core only; each family includes its decomposition.

@@ -4,10 +4,11 @@
 // the factorisations are straight-line vector code. Pivot choices differ per matrix, so row swaps
 // are per-lane selects.
 //
-// A block kernel reads its W items into lanes (one vector load per element when the items are
-// interleaved in memory, shuffles when they are dense and consecutive: W x W transposes, or
-// split_items for items smaller than a vector; one element at a time otherwise), computes, writes
-// back every lane whose item it could finish. It returns the lanes it could not: a zero or
+// A block kernel (two side by side for the Jacobi kernels at n = 3: lane_blocks) reads its W items
+// into lanes (one vector load per element when the items are interleaved in memory, shuffles when
+// they are dense and consecutive: W x W transposes, or split_items for items smaller than a
+// vector; one element at a time otherwise), computes, writes back every lane whose item it could
+// finish. It returns the lanes it could not: a zero or
 // subnormal pivot, a determinant out of the normal range, a non-positive Cholesky pivot; for the
 // Jacobi kernels (eigh, svd at n = 2, 3) a NaN, infinite or all-subnormal item, an item still
 // rotating after max_sweeps, and the cases listed at svd_block. Those items are redone by the
@@ -436,6 +437,10 @@ template <class V>
 [[gnu::always_inline]] inline V opaque(V v) noexcept {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     asm("" : "+v"(v));  // "v": any vector register, zmm16-31 included where there are 32
+#elif defined(__GNUC__) && defined(__aarch64__)
+    asm("" : "+w"(v));  // "w": any SIMD register
+#elif defined(__GNUC__)
+    asm("" : "+m"(v));  // elsewhere through memory: slower, but still seen by nothing
 #endif
     return v;
 }
@@ -1139,6 +1144,18 @@ template <int W, int N, class T, class V>
                   r.op[0].cs);
 }
 
+/// Calls f(b, first, c, skip) for each of the B blocks of a call that has items: `first` its first
+/// item, `c` how many it has, `skip` the bits of `redo` (the call's) that are its own.
+template <int W, int B, class F>
+[[gnu::always_inline]] inline void for_each_block(std::size_t at, int count, std::uint32_t redo,
+                                                  const F& f) noexcept {
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) {
+        const int c = block_count<W>(count, b);
+        if (c > 0) f(b, at + static_cast<std::size_t>(b * W), c, redo >> (b * W) & low_bits(W));
+    }
+}
+
 /// eigh (Vectors) and eigvalsh: operands a, w, v (eigh) or a, w (eigvalsh). Only a's lower
 /// triangle is read, as on the per-matrix path; eigenvalues ascending, as Eigen gives them.
 /// lane_blocks(eigh, N) blocks of W items side by side.
@@ -1165,17 +1182,13 @@ template <int W, int N, bool Vectors, class T>
         redo |= flag_bits<W>(bad[b] + stuck[b], block_count<W>(count, b)) << (b * W);
     }
     if (redo == low_bits(count)) return redo;
-#pragma GCC unroll 2
-    for (int b = 0; b < B; ++b) {
-        const int c = block_count<W>(count, b);
-        if (c == 0) continue;
-        const std::uint32_t skip = redo >> (b * W) & low_bits(W);
-        const std::size_t first = at + static_cast<std::size_t>(b * W);
+    for_each_block<W, B>(at, count, redo, [&](int b, std::size_t first, int c, std::uint32_t skip)
+                                              __attribute__((always_inline)) {
         store<W, N, 1>(w[b], items<W>(r, 1, r.op[1], first, c), skip, r.op[1].rs, 1);
         if constexpr (Vectors)
             store<W, N, N>(v[b], items<W>(r, 2, r.op[2], first, c), skip, r.op[2].rs,
                            r.op[2].cs);
-    }
+    });
     return redo;
 }
 
@@ -1256,12 +1269,8 @@ template <int W, int N, bool Vectors, class T>
     }
     if (redo == low_bits(count)) return redo;
     constexpr int s_op = Vectors ? 2 : 1;
-#pragma GCC unroll 2
-    for (int b = 0; b < B; ++b) {
-        const int c = block_count<W>(count, b);
-        if (c == 0) continue;
-        const std::uint32_t skip = redo >> (b * W) & low_bits(W);
-        const std::size_t first = at + static_cast<std::size_t>(b * W);
+    for_each_block<W, B>(at, count, redo, [&](int b, std::size_t first, int c, std::uint32_t skip)
+                                              __attribute__((always_inline)) {
         store<W, N, 1>(sigma[b], items<W>(r, s_op, r.op[s_op], first, c), skip, r.op[s_op].rs, 1);
         if constexpr (Vectors) {
             store<W, N, N>(a[b], items<W>(r, 1, r.op[1], first, c), skip, r.op[1].rs, r.op[1].cs);
@@ -1270,7 +1279,7 @@ template <int W, int N, bool Vectors, class T>
                 for (int j = 0; j < N; ++j) vh[i * N + j] = v[b][j * N + i];
             store<W, N, N>(vh, items<W>(r, 3, r.op[3], first, c), skip, r.op[3].rs, r.op[3].cs);
         }
-    }
+    });
     return redo;
 }
 

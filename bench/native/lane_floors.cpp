@@ -15,29 +15,34 @@ namespace {
 using tessera::detail::vec_t;
 namespace lanes = tessera::detail::lanes;
 
-#if defined(__AVX512F__)
+// The vector width of the level the library picks on this CPU (host_kernel_isa: AVX-512 with
+// F/VL/BW/DQ, AVX2 with FMA, else the baseline's 16 bytes).
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 constexpr int vector_bytes = 64;
-#elif defined(__AVX__)
+#elif defined(__AVX2__) && defined(__FMA__)
 constexpr int vector_bytes = 32;
 #else
 constexpr int vector_bytes = 16;
 #endif
 
-/// The sum of the `count` elements at `in`, four vectors at a time into four sums, so that the
-/// loads and not the additions set the pace.
+/// The sum of the `count` elements at `in`, eight vectors at a time into eight sums, so that the
+/// loads and not the additions' latency set the pace (two loads a cycle against additions of
+/// three or four cycles).
 template <class T>
 T read_all(const T* in, std::size_t count) {
     constexpr std::size_t w = vector_bytes / sizeof(T);
+    constexpr std::size_t sums = 8;
     using V = vec_t<T, static_cast<int>(w)>;
-    V s[4] = {};
+    V s[sums] = {};
     std::size_t i = 0;
-    for (; i + 4 * w <= count; i += 4 * w)
-        for (std::size_t j = 0; j < 4; ++j) {
+    for (; i + sums * w <= count; i += sums * w)
+        for (std::size_t j = 0; j < sums; ++j) {
             V x;
             std::memcpy(&x, in + i + j * w, sizeof(V));
             s[j] += x;
         }
-    const V t = (s[0] + s[1]) + (s[2] + s[3]);
+    V t{};
+    for (const V& x : s) t += x;
     T r = 0;
     for (std::size_t l = 0; l < w; ++l) r += t[l];
     for (; i < count; ++i) r += in[i];
@@ -53,6 +58,8 @@ void move_through_lanes(const T* in, T* out, std::size_t batch) {
     for (std::size_t at = 0; at + W <= batch; at += W) {
         V m[N * N];
         lanes::load<W, N, N>(m, lanes::lane_items<W, const T>{in + at * N * N, N * N, W}, N, 1);
+        // Between load and store the optimiser must not see that one undoes the other.
+        for (V& x : m) x = lanes::opaque(x);
         if constexpr (Back) {
             lanes::store<W, N, N>(m, lanes::lane_items<W, T>{out + at * N * N, N * N, W}, 0, N, 1);
         } else {
