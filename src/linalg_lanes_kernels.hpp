@@ -8,13 +8,12 @@
 // into lanes (one vector load per element when the items are interleaved in memory, shuffles when
 // they are dense and consecutive: W x W transposes, or split_items for items smaller than a
 // vector; one element at a time otherwise), computes, writes back every lane whose item it could
-// finish. It returns the lanes it could not: a zero or
-// subnormal pivot, a determinant out of the normal range, a non-positive Cholesky pivot; for the
-// Jacobi kernels (eigh, svd at n = 2, 3) a NaN, infinite or all-subnormal item, an item still
-// rotating after max_sweeps, and the cases listed at svd_block. Those items are redone by the
-// per-matrix kernels (src/linalg_*.cpp), which decide the failure code and every edge case exactly
-// as they do alone; their outputs are left untouched by the block, so that an item computed in
-// place still has its input.
+// finish. It returns the lanes it could not: a zero or subnormal pivot, a determinant out of the
+// normal range, a non-positive Cholesky pivot; for the Jacobi kernels (eigh, svd at n = 2, 3) a
+// NaN, infinite or all-subnormal item, an item still rotating after max_sweeps, and the cases
+// listed at svd_block. Those items are redone by the per-matrix kernels (src/linalg_*.cpp), which
+// decide the failure code and every edge case exactly as they do alone; their outputs are left
+// untouched by the block, so that an item computed in place still has its input.
 //
 // Compiled three times (AVX-512, AVX2 + FMA, the build's baseline) by target attributes, like the
 // tiny-matrix products, and picked once per process by host_kernel_isa(). Private to the library:
