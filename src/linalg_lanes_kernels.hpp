@@ -321,6 +321,21 @@ template <int W, int R, int C, class U>
     return layout::gather;
 }
 
+/// Stores the last W elements of each of W items of E = k W + 1 elements from p on: item L's row
+/// of its last whole chunk (rows[L], elements E - 1 - W..E - 2) moved down one lane, and lane L of
+/// `last` (element E - 1) after it.
+template <int E, int W, class V, class T, std::size_t... L>
+[[gnu::always_inline]] inline void append_last(const V (&rows)[W], V last, T* p,
+                                               std::index_sequence<L...>) noexcept {
+    const auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>)
+                         __attribute__((always_inline)) {
+        const V r = __builtin_shufflevector(rows[I], last,
+                                            static_cast<int>(L + 1 < W ? L + 1 : W + I)...);
+        std::memcpy(p + static_cast<std::ptrdiff_t>(I) * E + E - W, &r, sizeof(V));
+    };
+    (one(std::integral_constant<std::size_t, L>{}), ...);
+}
+
 /// Reads the R x C matrices of x (strides rs, cs) into m: m[i C + j] lane l is element (i, j) of
 /// matrix l.
 template <int W, int R, int C, class T, class V>
@@ -342,18 +357,21 @@ template <int W, int R, int C, class T, class V>
                 for (int k = 0; k < E; ++k) std::memcpy(&m[k], p + k * W, sizeof(V));
                 split_items<E>(m);
                 return;
-            }
+            } else {
 #pragma GCC unroll 8
-            for (int c0 = 0; c0 < E; c0 += W) {
-                const int c = c0 + W <= E ? c0 : E - W;  // the last W elements, overlapping
-                V r[W];
+                for (int c0 = 0; c0 < E; c0 += W) {
+                    const int c = c0 + W <= E ? c0 : E - W;  // the last W elements, overlapping
+                    V r[W];
 #pragma GCC unroll 16
-                for (int l = 0; l < W; ++l) std::memcpy(&r[l], p + l * E + c, sizeof(V));
-                transpose<W>(r);
+                    for (int l = 0; l < W; ++l) std::memcpy(&r[l], p + l * E + c, sizeof(V));
+                    transpose<W>(r);
+                    // Only the rows not read yet: of an overlapping transpose for one element
+                    // (E = 9, 25 or 49 at some widths) only its last row's W - 1 shuffles remain.
 #pragma GCC unroll 16
-                for (int e = 0; e < W; ++e) m[c + e] = r[e];
+                    for (int e = c0 - c; e < W; ++e) m[c + e] = r[e];
+                }
+                return;
             }
-            return;
         case layout::gather: break;
     }
     using U = std::remove_const_t<T>;
@@ -395,18 +413,32 @@ template <int W, int R, int C, class T, class V>
 #pragma GCC unroll 16
                 for (int k = 0; k < E; ++k) std::memcpy(p + k * W, &r[k], sizeof(V));
                 return;
-            }
-#pragma GCC unroll 8
-            for (int c0 = 0; c0 < E; c0 += W) {
-                const int c = c0 + W <= E ? c0 : E - W;
+            } else {
+                constexpr int whole = E / W * W;  // the elements of whole chunks
                 V r[W];
+#pragma GCC unroll 8
+                for (int c = 0; c < whole; c += W) {
 #pragma GCC unroll 16
-                for (int e = 0; e < W; ++e) r[e] = m[c + e];
-                transpose<W>(r);
+                    for (int e = 0; e < W; ++e) r[e] = m[c + e];
+                    transpose<W>(r);
 #pragma GCC unroll 16
-                for (int l = 0; l < W; ++l) std::memcpy(p + l * E + c, &r[l], sizeof(V));
+                    for (int l = 0; l < W; ++l) std::memcpy(p + l * E + c, &r[l], sizeof(V));
+                }
+                if constexpr (E % W == 1) {
+                    // One element left: each item's last W elements are its last chunk's row,
+                    // turned by one lane, with the element appended (one shuffle per item where
+                    // an overlapping transpose took log2(W)).
+                    append_last<E, W>(r, m[E - 1], p, std::make_index_sequence<W>{});
+                } else if constexpr (E % W != 0) {
+#pragma GCC unroll 16
+                    for (int e = 0; e < W; ++e) r[e] = m[E - W + e];
+                    transpose<W>(r);
+#pragma GCC unroll 16
+                    for (int l = 0; l < W; ++l)
+                        std::memcpy(p + l * E + E - W, &r[l], sizeof(V));
+                }
+                return;
             }
-            return;
         case layout::gather: break;
     }
     T s[E][W];
@@ -611,8 +643,11 @@ template <int N, class V>
         const V l01 = minor4(e, 2, 3, 0, 1), l02 = minor4(e, 2, 3, 0, 2),
                 l03 = minor4(e, 2, 3, 0, 3), l12 = minor4(e, 2, 3, 1, 2),
                 l13 = minor4(e, 2, 3, 1, 3), l23 = minor4(e, 2, 3, 2, 3);
+        // A cofactor's sum decides nothing (the determinant, its products unfused, decides the
+        // lanes handed back), so it is one product and two multiply-adds where three products
+        // and two additions took 5-10% longer.
         const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
-            return (mul(e[i], x) - mul(e[j], y) + mul(e[k], z)) * s;
+            return (e[k] * z + (e[i] * x - mul(e[j], y))) * s;
         };
         r[0] = cof(5, l23, 6, l13, 7, l12);
         r[1] = -cof(1, l23, 2, l13, 3, l12);
