@@ -649,21 +649,25 @@ template <int N, class V>
         const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
             return (e[k] * z + (e[i] * x - mul(e[j], y))) * s;
         };
+        // Minus a cofactor, by the same products: no negation of the result.
+        const auto neg = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
+            return ((mul(e[j], y) - e[i] * x) - e[k] * z) * s;
+        };
         r[0] = cof(5, l23, 6, l13, 7, l12);
-        r[1] = -cof(1, l23, 2, l13, 3, l12);
+        r[1] = neg(1, l23, 2, l13, 3, l12);
         r[2] = cof(13, u23, 14, u13, 15, u12);
-        r[3] = -cof(9, u23, 10, u13, 11, u12);
-        r[4] = -cof(4, l23, 6, l03, 7, l02);
+        r[3] = neg(9, u23, 10, u13, 11, u12);
+        r[4] = neg(4, l23, 6, l03, 7, l02);
         r[5] = cof(0, l23, 2, l03, 3, l02);
-        r[6] = -cof(12, u23, 14, u03, 15, u02);
+        r[6] = neg(12, u23, 14, u03, 15, u02);
         r[7] = cof(8, u23, 10, u03, 11, u02);
         r[8] = cof(4, l13, 5, l03, 7, l01);
-        r[9] = -cof(0, l13, 1, l03, 3, l01);
+        r[9] = neg(0, l13, 1, l03, 3, l01);
         r[10] = cof(12, u13, 13, u03, 15, u01);
-        r[11] = -cof(8, u13, 9, u03, 11, u01);
-        r[12] = -cof(4, l12, 5, l02, 6, l01);
+        r[11] = neg(8, u13, 9, u03, 11, u01);
+        r[12] = neg(4, l12, 5, l02, 6, l01);
         r[13] = cof(0, l12, 1, l02, 2, l01);
-        r[14] = -cof(12, u12, 13, u02, 14, u01);
+        r[14] = neg(12, u12, 13, u02, 14, u01);
         r[15] = cof(8, u12, 9, u02, 10, u01);
     }
     return unusable(det);
