@@ -609,7 +609,7 @@ template <int N, class V>
 /// path's algorithm: closed_inverse in src/linalg_lu.cpp up to 3 x 3 (bit for bit in builds without
 /// FMA contraction), and at 4 x 4 the cofactor expansion by 2 x 2 minors (Eigen's 4 x 4 inverse
 /// arranges the same expansion differently). So the same accuracy on ill-conditioned items (up to
-/// 14 n kappa epsilon at 3 x 3 and 117 at 4 x 4 measured, where LU stays below n kappa epsilon, but
+/// 19 n kappa epsilon at 3 x 3 and 117 at 4 x 4 measured, where LU stays below n kappa epsilon, but
 /// 2-2.4x faster than LU here), and the same determinant (closed_det, the per-matrix det) decides
 /// which lanes go back to the per-matrix path. Returns the flags of the lanes whose determinant is
 /// not usable.
@@ -1046,7 +1046,7 @@ template <int W, int N, class T>
     V a[N * N];
     load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
     // N = 2: x = A^-1 b with the closed-form inverse, as the per-matrix path; else LU, within
-    // n kappa epsilon where the 3 x 3 and 4 x 4 closed forms reach 14 and 117 (closed_inverse).
+    // n kappa epsilon where the 3 x 3 and 4 x 4 closed forms reach 19 and 117 (closed_inverse).
     V inv[N * N], perm[N], sign, inv_diag[N];
     std::uint32_t redo;
     if constexpr (N == 2) redo = flag_bits<W>(closed_inverse<2>(a, inv), count);
