@@ -321,19 +321,38 @@ template <int W, int R, int C, class U>
     return layout::gather;
 }
 
-/// Stores the last W elements of each of W items of E = k W + 1 elements from p on: item L's row
-/// of its last whole chunk (rows[L], elements E - 1 - W..E - 2) moved down one lane, and lane L of
-/// `last` (element E - 1) after it.
+// Items of E = k W + 1 elements (3 x 3 doubles in 8 lanes, 7 x 7 floats in 16, ...): W of them
+// are k W W + W elements, and item l's last element, at flat position l E + E - 1 = (l + 1) k W +
+// l, is lane l of the vector at (l + 1) k W. So the last elements move by plain loads and blends
+// (read_last) or plain stores (write_last), where a second W x W transpose of each item's last W
+// elements took log2(W) W shuffles for them.
+
+/// Element E - 1 of the W items of E = k W + 1 elements from p on, item l's in lane l.
 template <int E, int W, class V, class T, std::size_t... L>
-[[gnu::always_inline]] inline void append_last(const V (&rows)[W], V last, T* p,
-                                               std::index_sequence<L...>) noexcept {
-    const auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>)
-                         __attribute__((always_inline)) {
-        const V r = __builtin_shufflevector(rows[I], last,
-                                            static_cast<int>(L + 1 < W ? L + 1 : W + I)...);
-        std::memcpy(p + static_cast<std::ptrdiff_t>(I) * E + E - W, &r, sizeof(V));
+[[gnu::always_inline]] inline V read_last(T* p, std::index_sequence<L...>) noexcept {
+    constexpr int k = E / W;
+    V last;
+    std::memcpy(&last, p + k * W, sizeof(V));
+    const auto blend = [&]<std::size_t I>(std::integral_constant<std::size_t, I>)
+                           __attribute__((always_inline)) {
+        if constexpr (I > 0) {
+            V v;
+            std::memcpy(&v, p + static_cast<std::ptrdiff_t>(I + 1) * k * W, sizeof(V));
+            last = __builtin_shufflevector(last, v, static_cast<int>(L == I ? W + L : L)...);
+        }
     };
-    (one(std::integral_constant<std::size_t, L>{}), ...);
+    (blend(std::integral_constant<std::size_t, L>{}), ...);
+    return last;
+}
+
+/// Writes lane l of `last` as element E - 1 of item l of the W items of E = k W + 1 elements from
+/// p on. Its other lanes land on other elements of the W items (never on a last element), so the
+/// caller writes those afterwards.
+template <int E, int W, class V, class T>
+[[gnu::always_inline]] inline void write_last(V last, T* p) noexcept {
+    constexpr int k = E / W;
+#pragma GCC unroll 16
+    for (int l = 0; l < W; ++l) std::memcpy(p + (l + 1) * k * W, &last, sizeof(V));
 }
 
 /// Reads the R x C matrices of x (strides rs, cs) into m: m[i C + j] lane l is element (i, j) of
@@ -360,15 +379,17 @@ template <int W, int R, int C, class T, class V>
             } else {
 #pragma GCC unroll 8
                 for (int c0 = 0; c0 < E; c0 += W) {
+                    if (E % W == 1 && c0 + W > E) {
+                        m[E - 1] = read_last<E, W, V>(p, std::make_index_sequence<W>{});
+                        break;
+                    }
                     const int c = c0 + W <= E ? c0 : E - W;  // the last W elements, overlapping
                     V r[W];
 #pragma GCC unroll 16
                     for (int l = 0; l < W; ++l) std::memcpy(&r[l], p + l * E + c, sizeof(V));
                     transpose<W>(r);
-                    // Only the rows not read yet: of an overlapping transpose for one element
-                    // (E = 9, 25 or 49 at some widths) only its last row's W - 1 shuffles remain.
 #pragma GCC unroll 16
-                    for (int e = c0 - c; e < W; ++e) m[c + e] = r[e];
+                    for (int e = c0 - c; e < W; ++e) m[c + e] = r[e];  // the rows not read yet
                 }
                 return;
             }
@@ -415,6 +436,7 @@ template <int W, int R, int C, class T, class V>
                 return;
             } else {
                 constexpr int whole = E / W * W;  // the elements of whole chunks
+                if constexpr (E % W == 1) write_last<E, W>(m[E - 1], p);  // first: see there
                 V r[W];
 #pragma GCC unroll 8
                 for (int c = 0; c < whole; c += W) {
@@ -424,12 +446,7 @@ template <int W, int R, int C, class T, class V>
 #pragma GCC unroll 16
                     for (int l = 0; l < W; ++l) std::memcpy(p + l * E + c, &r[l], sizeof(V));
                 }
-                if constexpr (E % W == 1) {
-                    // One element left: each item's last W elements are its last chunk's row,
-                    // turned by one lane, with the element appended (one shuffle per item where
-                    // an overlapping transpose took log2(W)).
-                    append_last<E, W>(r, m[E - 1], p, std::make_index_sequence<W>{});
-                } else if constexpr (E % W != 0) {
+                if constexpr (E % W > 1) {  // the last W elements, overlapping
 #pragma GCC unroll 16
                     for (int e = 0; e < W; ++e) r[e] = m[E - W + e];
                     transpose<W>(r);
@@ -649,7 +666,8 @@ template <int N, class V>
         const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
             return (e[k] * z + (e[i] * x - mul(e[j], y))) * s;
         };
-        // Minus a cofactor, by the same products: no negation of the result.
+        // Minus a cofactor by the same products, without negating the result: the same bits as
+        // -cof but for an exact zero, which comes out +0 here.
         const auto neg = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
             return ((mul(e[j], y) - e[i] * x) - e[k] * z) * s;
         };
