@@ -377,19 +377,25 @@ template <int W, int R, int C, class T, class V>
                 split_items<E>(m);
                 return;
             } else {
+                constexpr int whole = E / W * W;  // the elements of whole chunks
+                V r[W];
 #pragma GCC unroll 8
-                for (int c0 = 0; c0 < E; c0 += W) {
-                    if (E % W == 1 && c0 + W > E) {
-                        m[E - 1] = read_last<E, W, V>(p, std::make_index_sequence<W>{});
-                        break;
-                    }
-                    const int c = c0 + W <= E ? c0 : E - W;  // the last W elements, overlapping
-                    V r[W];
+                for (int c = 0; c < whole; c += W) {
 #pragma GCC unroll 16
                     for (int l = 0; l < W; ++l) std::memcpy(&r[l], p + l * E + c, sizeof(V));
                     transpose<W>(r);
 #pragma GCC unroll 16
-                    for (int e = c0 - c; e < W; ++e) m[c + e] = r[e];  // the rows not read yet
+                    for (int e = 0; e < W; ++e) m[c + e] = r[e];
+                }
+                if constexpr (E % W == 1) {
+                    m[E - 1] = read_last<E, W, V>(p, std::make_index_sequence<W>{});
+                } else if constexpr (E % W > 1) {  // the last W elements, overlapping
+#pragma GCC unroll 16
+                    for (int l = 0; l < W; ++l)
+                        std::memcpy(&r[l], p + l * E + E - W, sizeof(V));
+                    transpose<W>(r);
+#pragma GCC unroll 16
+                    for (int e = W - E % W; e < W; ++e) m[E - W + e] = r[e];  // rows not read yet
                 }
                 return;
             }
@@ -436,7 +442,7 @@ template <int W, int R, int C, class T, class V>
                 return;
             } else {
                 constexpr int whole = E / W * W;  // the elements of whole chunks
-                if constexpr (E % W == 1) write_last<E, W>(m[E - 1], p);  // first: see there
+                if constexpr (E % W == 1) write_last<E, W>(m[E - 1], p);  // first: see it
                 V r[W];
 #pragma GCC unroll 8
                 for (int c = 0; c < whole; c += W) {
