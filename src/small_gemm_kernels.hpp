@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -203,12 +204,9 @@ template <class T, int L>
     }(std::make_integer_sequence<int, L>{});
 }
 
-// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a
-// full-width vector: the arithmetic stays at the full width, where the multiply-add takes A's
-// element straight from memory, while the access stays as narrow as the columns allow (a wider
-// one would cross more cache lines). The lanes above L are never stored.
+// The first L lanes of memory, those of `lanes` only where `Masked` (the others zero).
 template <class T, int L, bool Masked>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> load(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> load_low(
     const T* from, mask lanes) noexcept {
     constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
     const auto k8 = static_cast<__mmask8>(lanes);
@@ -227,28 +225,44 @@ template <class T, int L, bool Masked>
         v = _mm256_maskz_loadu_pd(k8, from);
     else
         v = _mm_maskz_loadu_pd(k8, from);
-    return widen<T, L>(v);
+    return v;
+}
+
+// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a
+// full-width vector: the arithmetic stays at the full width, where the multiply-add takes A's
+// element straight from memory, while the access stays as narrow as the columns allow (a wider
+// one would cross more cache lines). The lanes above L are never stored.
+template <class T, int L, bool Masked>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> load(
+    const T* from, mask lanes) noexcept {
+    return widen<T, L>(load_low<T, L, Masked>(from, lanes));
+}
+
+// The lanes of v in `lanes` into memory.
+template <class T, int L>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store_low(
+    T* to, mask lanes, vec_t<T, L> v) noexcept {
+    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
+    const auto k8 = static_cast<__mmask8>(lanes);
+    if constexpr (sizeof(T) == 4 && bits == 512)
+        _mm512_mask_storeu_ps(to, static_cast<__mmask16>(lanes), v);
+    else if constexpr (sizeof(T) == 4 && bits == 256)
+        _mm256_mask_storeu_ps(to, k8, v);
+    else if constexpr (sizeof(T) == 4)
+        _mm_mask_storeu_ps(to, k8, v);
+    else if constexpr (bits == 512)
+        _mm512_mask_storeu_pd(to, k8, v);
+    else if constexpr (bits == 256)
+        _mm256_mask_storeu_pd(to, k8, v);
+    else
+        _mm_mask_storeu_pd(to, k8, v);
 }
 
 // The low L lanes of v into memory, those of `lanes` only.
 template <class T, int L>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store(
     T* to, mask lanes, vec_t<T, width<T>> v) noexcept {
-    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
-    const auto k8 = static_cast<__mmask8>(lanes);
-    const vec_t<T, L> low = low_lanes<T, L>(v);
-    if constexpr (sizeof(T) == 4 && bits == 512)
-        _mm512_mask_storeu_ps(to, static_cast<__mmask16>(lanes), low);
-    else if constexpr (sizeof(T) == 4 && bits == 256)
-        _mm256_mask_storeu_ps(to, k8, low);
-    else if constexpr (sizeof(T) == 4)
-        _mm_mask_storeu_ps(to, k8, low);
-    else if constexpr (bits == 512)
-        _mm512_mask_storeu_pd(to, k8, low);
-    else if constexpr (bits == 256)
-        _mm256_mask_storeu_pd(to, k8, low);
-    else
-        _mm_mask_storeu_pd(to, k8, low);
+    store_low<T, L>(to, lanes, low_lanes<T, L>(v));
 }
 
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
@@ -330,8 +344,8 @@ template <class T, int NV, int TL, int R>
     const T* b = x.b + q.column;
     T* c = x.c + q.first_row * x.c_rs + q.column;
     for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-        for (int g = 0; g < q.blocks; ++g) block<T, NV, TL, R>(x, q, a + g * R * x.a_rs, b,
-                                                              c + g * R * x.c_rs);
+        for (int g = 0; g < q.blocks; ++g)
+            block<T, NV, TL, R>(x, q, a + g * R * x.a_rs, b, c + g * R * x.c_rs);
         // As in small_kernels::batch_loop_one_by_one: no vectorising across matrices.
         asm("" : "+r"(a), "+r"(b), "+r"(c));
     }
@@ -390,6 +404,226 @@ inline constexpr auto panel_widths = [] {
     return widths;
 }();
 
+// Products of one or two columns (matrix-vector products and the like), where a panel spends a
+// vector on each row of which only one or two lanes are columns of C, and its multiply-adds go
+// one element of k at a time: here each element of C is the dot product of a row of A with a
+// column of B, taken L elements of k at a time (the lanes of L zero past k in both operands),
+// and the sums of L elements of C, those of L / N consecutive rows, are reduced together by a
+// tree of pairwise additions whose result is those L elements in C's row-major order: one store.
+// A's rows must be contiguous; B and C may have any row stride (B is copied to a dense local
+// array where its rows are not dense, and C is written element by element where its rows are
+// not). The order of every sum depends on the shape alone, not on B's or C's strides.
+namespace dot {
+
+// The even and the odd lanes of the concatenation (x, y): B's two columns from its rows.
+template <class T, int L>
+[[gnu::always_inline]] inline vec_t<T, L> evens(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return small_kernels::permute2<T, L>(
+        x, y, [](int l) { return 2 * l; }, std::make_index_sequence<L>{});
+}
+template <class T, int L>
+[[gnu::always_inline]] inline vec_t<T, L> odds(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return small_kernels::permute2<T, L>(
+        x, y, [](int l) { return 2 * l + 1; }, std::make_index_sequence<L>{});
+}
+
+// The tree's levels, on vectors of L lanes in blocks of G (the lanes of 128 bits). A level within
+// the blocks adds neighbouring lanes, x's sums then y's in each block (one in-lane shuffle per
+// operand, as shufps/unpcklpd do); once the blocks hold one sum each, a level adds neighbouring
+// blocks, x's sums then y's (shuff32x4, vperm2f128). After both, lane i holds the sum of v[i].
+template <class T>
+inline constexpr int block_lanes = 16 / static_cast<int>(sizeof(T));
+
+template <class T, int L, int Odd>
+[[gnu::always_inline]] inline vec_t<T, L> in_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return small_kernels::permute2<T, L>(
+        x, y,
+        [](int l) {
+            constexpr int G = block_lanes<T>, half = G / 2;
+            const int b = l / G, p = l % G;
+            return (p < half ? G * b + 2 * p : L + G * b + 2 * (p - half)) + Odd;
+        },
+        std::make_index_sequence<L>{});
+}
+template <class T, int L, int Odd>
+[[gnu::always_inline]] inline vec_t<T, L> of_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return small_kernels::permute2<T, L>(
+        x, y,
+        [](int l) {
+            constexpr int G = block_lanes<T>, B = L / G;
+            const int j = l / G, p = l % G;
+            return (j < B / 2 ? 2 * G * j : L + 2 * G * (j - B / 2)) + G * Odd + p;
+        },
+        std::make_index_sequence<L>{});
+}
+
+// Lane i of the result is the sum of the lanes of v[i], added pairwise in lane order: each level
+// halves the number of vectors S (a compile-time recursion: GCC keeps a loop that halves its
+// count as a loop).
+template <class T, int L, int S = L>
+[[gnu::always_inline]] inline vec_t<T, L> sums(vec_t<T, L> (&v)[L]) noexcept {
+    constexpr bool within = S > L / block_lanes<T>;  // the blocks hold more than one sum each
+#pragma GCC unroll 16
+    for (int i = 0; i < S / 2; ++i) {
+        const vec_t<T, L> x = v[2 * i], y = v[2 * i + 1];
+        if constexpr (within)
+            v[i] = in_blocks<T, L, 0>(x, y) + in_blocks<T, L, 1>(x, y);
+        else
+            v[i] = of_blocks<T, L, 0>(x, y) + of_blocks<T, L, 1>(x, y);
+    }
+    if constexpr (S > 2)
+        return sums<T, L, S / 2>(v);
+    else
+        return v[0];
+}
+
+// What a batch's blocks share, worked out once per batch.
+template <int L, int N>
+struct plan {
+    std::ptrdiff_t chunks;  // of L elements of k
+    mask last;              // the lanes of the last chunk that are elements of k
+    mask b_low, b_high;     // those of B's rows in the last chunk's two vectors (N = 2)
+    std::ptrdiff_t blocks;  // of L / N rows
+    mask stored;            // the lanes of the last block that are elements of C
+    std::ptrdiff_t row[small_gemm_max + L];  // A's row i at a + row[i]; the last one past m
+};
+
+template <int L, int N>
+plan<L, N> plan_for(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t a_rs) noexcept {
+    constexpr int R = L / N;
+    plan<L, N> p;
+    p.chunks = (k + L - 1) / L;
+    const auto left = static_cast<int>(k - (p.chunks - 1) * L);  // 1 .. L
+    p.last = (1u << left) - 1;
+    p.b_low = (1u << std::min(N * left, L)) - 1;
+    p.b_high = (1u << std::max(N * left - L, 0)) - 1;
+    p.blocks = (m + R - 1) / R;
+    p.stored = (1u << ((m - (p.blocks - 1) * R) * N)) - 1;
+    for (std::ptrdiff_t i = 0; i < p.blocks * R; ++i) p.row[i] = std::min(i, m - 1) * a_rs;
+    return p;
+}
+
+// The L elements of C of the rows `first` .. first + L / N - 1 of one matrix (fewer in the last
+// block, whose rows past the last are read as the last row again, their sums not stored).
+template <class T, int L, int N>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block(
+    const small_gemm_args<T>& x, const plan<L, N>& p, const T* __restrict a, const T* __restrict b,
+    T* __restrict c, std::ptrdiff_t first, mask stored) noexcept {
+    using V = vec_t<T, L>;
+    constexpr int R = L / N;
+    constexpr auto all = static_cast<mask>((1u << L) - 1);
+    V acc[L];
+#pragma GCC unroll 16
+    for (int i = 0; i < L; ++i) acc[i] = V{};
+    for (std::ptrdiff_t q = 0; q < p.chunks; ++q) {
+        // Lanes past k are zero in both operands, so they add zeros to the sums.
+        const bool last = q + 1 == p.chunks;
+        const mask lanes = last ? p.last : all;
+        V column[N];
+        if constexpr (N == 1) {
+            column[0] = load_low<T, L, true>(b + q * L, lanes);
+        } else {
+            // Rows q L .. of B, its two columns interleaved, split into one vector each.
+            const V lo = load_low<T, L, true>(b + 2 * q * L, last ? p.b_low : all);
+            const V hi = load_low<T, L, true>(b + 2 * q * L + L, last ? p.b_high : all);
+            column[0] = evens<T, L>(lo, hi);
+            column[1] = odds<T, L>(lo, hi);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const V row = load_low<T, L, true>(a + p.row[first + r] + q * L, lanes);
+#pragma GCC unroll 2
+            for (int j = 0; j < N; ++j) acc[r * N + j] += row * column[j];
+        }
+    }
+    V out = sums<T, L>(acc);
+    T* const to = c + first * x.c_rs;
+    if (x.c_rs == N) {
+        if (x.accumulate) {
+            out = x.alpha * out;
+            if (x.beta != T{0}) out += x.beta * load_low<T, L, true>(to, stored);
+        }
+        store_low<T, L>(to, stored, out);
+        return;
+    }
+    T local[L];
+    std::memcpy(local, &out, sizeof(V));
+    const int count = std::popcount(stored);
+    for (int e = 0; e < count; ++e) {
+        T& into = to[e / N * x.c_rs + e % N];
+        T v = local[e];
+        if (x.accumulate) {  // as above, one element at a time
+            v = x.alpha * v;
+            if (x.beta != T{0}) v += x.beta * into;
+        }
+        into = v;
+    }
+}
+
+// Every matrix of the batch, in blocks of L / N rows.
+template <class T, int L, int N>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args) noexcept {
+    constexpr int R = L / N;
+    const small_gemm_args<T> x = args;  // as in rows_run
+    const plan<L, N> p = plan_for<L, N>(x.m, x.k, x.a_rs);
+    constexpr auto all = static_cast<mask>((1u << L) - 1);
+    // B's rows as they are where dense, else copied here (once where the batch shares B).
+    T dense[N * small_gemm_max];
+    const bool copy = x.b_rs != N;
+    const T* a = x.a;
+    const T* b = x.b;
+    T* c = x.c;
+    for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
+        if (copy && (i == 0 || x.sb != 0))
+            for (std::ptrdiff_t q = 0; q < x.k; ++q)
+                for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
+        const T* const from = copy ? dense : b;
+        std::ptrdiff_t g = 0;
+        for (; g + 1 < p.blocks; ++g) block<T, L, N>(x, p, a, from, c, g * R, all);
+        block<T, L, N>(x, p, a, from, c, g * R, p.stored);
+        asm("" : "+r"(a), "+r"(b), "+r"(c));
+    }
+}
+
+// Where the dot products beat the panels: A's rows contiguous, one or two columns and at least
+// four rows (a block of fewer leaves most of its lanes unused; 3x5x2 float 0.85x, 2x8x1 0.88x
+// the panels' speed), and enough of k for the tree's cost to pay: every k for float columns of
+// six rows or more, 5 for four; 4 for two float columns; 8 for two double columns. Measured on
+// the AVX-512 machine of docs/performance.md, where 16x16x1 float ran 4.6x and 8x8x2 1.9x faster.
+template <class T>
+constexpr bool pays(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t n) noexcept {
+    if (m < 4 || n > 2) return false;
+    if constexpr (sizeof(T) == 4)
+        return n == 1 ? (m >= 6 || k >= 5) : k >= 4;
+    else
+        return n == 1 || k >= 8;
+}
+
+// L is the lanes of 256 bits, except for double columns of six rows or more and two double
+// columns, where it is those of 512 bits so that a block holds four rows or more and leaves few
+// unused (measured: one float column, 256 bits 2.7-2.9x faster than 512 at 4 to 8 rows, as fast
+// at 64; one double column, 1.6x faster at 4 rows, 0.85x at 6 and 8; two double columns, 4x8x2
+// 0.7x).
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+    constexpr int L = 32 / static_cast<int>(sizeof(T));
+    if constexpr (sizeof(T) == 4) {
+        if (x.n == 1)
+            run<T, L, 1>(x);
+        else
+            run<T, L, 2>(x);
+    } else {
+        if (x.n == 2)
+            run<T, 2 * L, 2>(x);
+        else if (x.m >= 6)
+            run<T, 2 * L, 1>(x);
+        else
+            run<T, L, 1>(x);
+    }
+}
+
+}  // namespace dot
+
 // Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
 // near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
 // height as its largest block allows (10 rows: two of 5 with two or three vectors, one of 10
@@ -399,6 +633,7 @@ template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
     if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
+    if (x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n)) return dot::batch<T>(x);
     const auto m = static_cast<std::size_t>(x.m);
     const auto vectors = static_cast<int>((x.n + W - 1) / W);
     const auto left = static_cast<int>(x.n) - (vectors - 1) * W;  // 1 .. W

@@ -16,13 +16,13 @@ struct small_shape {
 };
 
 // Square sizes 2..64 (those with a fixed-size tessera kernel and those without) and the
-// rectangular shapes users bring: a Kalman update (6x6 by 6x1), odd tiny products, a
-// matrix-vector product and a wide panel.
+// rectangular shapes users bring: a Kalman update (6x6 by 6x1), odd tiny products,
+// matrix-vector products, a product with two right-hand columns and a wide panel.
 inline constexpr small_shape small_shapes[] = {
     {2, 2, 2},    {3, 3, 3},    {4, 4, 4},    {5, 5, 5},    {6, 6, 6},    {7, 7, 7},
     {8, 8, 8},    {10, 10, 10}, {12, 12, 12}, {16, 16, 16}, {20, 20, 20}, {24, 24, 24},
     {32, 32, 32}, {48, 48, 48}, {64, 64, 64}, {6, 6, 1},    {3, 5, 2},    {4, 4, 1},
-    {16, 64, 16}};
+    {16, 16, 1},  {20, 20, 2},  {16, 64, 16}};
 
 // Row-major maps, as tessera stores matrices (a one-column row-major matrix is not a valid Eigen
 // type; the layouts coincide).

@@ -547,10 +547,12 @@ TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
 
 // White-box: the register-blocked kernel (any shape up to 64 without a fixed-size kernel) for
 // every (m, n, k) of the listed sides and every variant this CPU can run, with A read through
-// its strides (row-major and transposed), B dense (where the AVX-512 variant reads a row's last
-// vector whole into the next rows, and masked at the last rows) or shared with its rows n + 2
-// apart, and C rows padded with guard elements that must survive: a block that writes one
-// column or row too many, or a remainder path that skips one, fails here.
+// its strides (row-major, and transposed with B shared), B dense (where the AVX-512 variant
+// reads a row's last vector whole into the next rows, and masked at the last rows) or with its
+// rows n + 2 apart (shared, or one per matrix), and C dense (the AVX-512 variant's dot products
+// of one or two columns store a block of rows as one vector) or with its rows padded, with guard
+// elements after C's rows and after the batch that must survive: a block that writes one column
+// or row too many, or a remainder path that skips one, fails here.
 template <class T>
 void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& ms,
                           const std::vector<std::size_t>& ns, const std::vector<std::size_t>& ks,
@@ -566,49 +568,77 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                 const tensor<T> a = random_tensor<T>(s, {batch, m, k}, rng);
                 const tensor<T> at = random_tensor<T>(s, {batch, k, m}, rng);
                 const tensor<T> b = random_tensor<T>(s, {batch, k, n}, rng);
-                // The shared B's rows n + 2 apart: the kernel must step by B's row stride, not
-                // by n.
-                const tensor<T> bw = random_tensor<T>(s, {1, k, n + 2}, rng);
-                const tensor_view<const T> b1 = bw.view().slice(2, 0, n);
+                // B's rows n + 2 apart (the first matrix's shared, or one per matrix): the kernel
+                // must step by B's row stride, not by n.
+                const tensor<T> bw = random_tensor<T>(s, {batch, k, n + 2}, rng);
+                const tensor_view<const T> b1 = bw.view().slice(0, 0, 1).slice(2, 0, n);
+                const tensor_view<const T> bp = bw.view().slice(2, 0, n);
                 const tensor<T> c0 = random_tensor<T>(s, {batch, m, n}, rng);
                 const tensor_view<const T> a_t = at.view().transpose(-1, -2);
                 const reference<T> dense = reference_product<T>(a, b, c0.shape());
                 const reference<T> transposed = reference_product<T>(a_t, b1, c0.shape());
+                const reference<T> padded = reference_product<T>(a, bp, c0.shape());
                 for (unsigned isa = 0; isa <= host; ++isa)
-                    for (const bool trans : {false, true}) {
-                        const reference<T>& ref = trans ? transposed : dense;
-                        // C's rows padded with guard columns, and a guard row after each matrix.
-                        tensor<T> c = tessera::full<T>(s, {batch, m + 1, n + pad}, guard);
-                        for (std::size_t q = 0; q < batch; ++q)
-                            for (std::size_t i = 0; i < m; ++i)
-                                for (std::size_t j = 0; j < n; ++j) c(q, i, j) = c0(q, i, j);
-                        const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
-                        const tessera::detail::small_gemm_args<T> args{
-                            sz(m), sz(n), sz(k),
-                            trans ? at.data() : a.data(), trans ? 1 : sz(k), trans ? sz(m) : 1, sz(m * k),
-                            trans ? b1.data() : b.data(), trans ? sz(n + 2) : sz(n),
-                            trans ? 0 : sz(k * n),
-                            c.data(), sz(n + pad), sz((m + 1) * (n + pad)),
-                            batch, accumulate, alpha, beta};
-                        tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
-                        const std::string what =
-                            std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) + " " +
-                            std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
-                            (trans ? " a^T, shared b" : "") +
-                            (accumulate ? " accumulate, beta " + std::to_string(beta) : "");
-                        reference<T> want = ref;
-                        for (std::size_t e = 0; e < want.value.size(); ++e) {
-                            const wide_t<T> old = widen(c0.data()[e]);
-                            want.value[e] = widen(alpha) * want.value[e] + widen(beta) * old;
-                            want.magnitude[e] = std::abs(widen(alpha)) * want.magnitude[e] +
-                                                std::abs(widen(beta)) * std::abs(old);
+                    for (const int layout : {0, 1, 2})  // B dense; A^T, B shared; B padded
+                        for (const bool dense_c : {false, true}) {
+                            const bool trans = layout == 1;
+                            const reference<T>& ref = layout == 0 ? dense
+                                                      : trans     ? transposed
+                                                                  : padded;
+                            // C's rows padded with guard columns and a guard row after each matrix,
+                            // or dense with guard elements after the batch (one flat run of
+                            // (m + 1) (n + pad) elements per matrix either way, read as [m, n] at
+                            // C's strides).
+                            const std::size_t row = dense_c ? n : n + pad;
+                            const std::size_t matrix = dense_c ? m * n : (m + 1) * (n + pad);
+                            tensor<T> c = tessera::full<T>(s, {batch, m + 1, n + pad}, guard);
+                            T* const into = c.data();
+                            for (std::size_t q = 0; q < batch; ++q)
+                                for (std::size_t i = 0; i < m; ++i)
+                                    for (std::size_t j = 0; j < n; ++j)
+                                        into[q * matrix + i * row + j] = c0(q, i, j);
+                            const auto sz = [](std::size_t v) {
+                                return static_cast<std::ptrdiff_t>(v);
+                            };
+                            const T* const a_data = trans ? at.data() : a.data();
+                            const std::ptrdiff_t a_rs = trans ? 1 : sz(k), a_cs = trans ? sz(m) : 1;
+                            const T* const b_data = layout == 0 ? b.data() : bw.data();
+                            const std::ptrdiff_t b_rs = sz(layout == 0 ? n : n + 2);
+                            const std::ptrdiff_t b_step = trans ? 0 : b_rs * sz(k);
+                            const tessera::detail::small_gemm_args<T> args{
+                                sz(m),      sz(n),  sz(k),      a_data, a_rs, a_cs,
+                                sz(m * k),  b_data, b_rs,       b_step, into, sz(row),
+                                sz(matrix), batch,  accumulate, alpha,  beta};
+                            tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
+                            const std::string what =
+                                std::string(tessera::detail::kernel_isa_name(
+                                    static_cast<kernel_isa>(isa))) +
+                                " " + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                                std::to_string(n) +
+                                (trans         ? " a^T, shared b"
+                                 : layout == 2 ? " b rows padded"
+                                               : "") +
+                                (dense_c ? " dense c" : "") +
+                                (accumulate ? " accumulate, beta " + std::to_string(beta) : "");
+                            reference<T> want = ref;
+                            for (std::size_t e = 0; e < want.value.size(); ++e) {
+                                const wide_t<T> old = widen(c0.data()[e]);
+                                want.value[e] = widen(alpha) * want.value[e] + widen(beta) * old;
+                                want.magnitude[e] = std::abs(widen(alpha)) * want.magnitude[e] +
+                                                    std::abs(widen(beta)) * std::abs(old);
+                            }
+                            const std::array<std::ptrdiff_t, 3> strides{sz(matrix), sz(row), 1};
+                            const tensor_view<const T> got(into, tessera::shape{batch, m, n},
+                                                           strides);
+                            expect_matches<T>(got, want, k, what);
+                            for (std::size_t e = 0; e < c.size(); ++e) {
+                                const std::size_t q = e / matrix, i = e % matrix / row,
+                                                  j = e % matrix % row;
+                                if (q >= batch || i >= m || j >= n) {
+                                    ASSERT_EQ(into[e], guard) << what << " wrote at element " << e;
+                                }
+                            }
                         }
-                        expect_matches<T>(c.view().slice(1, 0, m).slice(2, 0, n), want, k, what);
-                        for (std::size_t q = 0; q < batch; ++q)
-                            for (std::size_t i = 0; i <= m; ++i)
-                                for (std::size_t j = i == m ? 0 : n; j < n + pad; ++j)
-                                    ASSERT_EQ(c(q, i, j), guard) << what << " wrote at " << i << ", " << j;
-                    }
             }
 }
 
