@@ -485,11 +485,14 @@ struct plan {
     mask b_low, b_high;     // those of B's rows in the last chunk's two vectors (N = 2)
     std::ptrdiff_t blocks;  // of L / N rows
     mask stored;            // the lanes of the last block that are elements of C
-    std::ptrdiff_t row[small_gemm_max + L];  // A's row i at a + row[i]; the last one past m
+    // Row r of a block at its first row plus rows[r], last_rows[r] in the last block (where the
+    // rows past m are the last row again).
+    std::ptrdiff_t rows[L / N], last_rows[L / N];
 };
 
 template <int L, int N>
-plan<L, N> plan_for(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t a_rs) noexcept {
+[[gnu::always_inline]] inline plan<L, N> plan_for(std::ptrdiff_t m, std::ptrdiff_t k,
+                                                  std::ptrdiff_t a_rs) noexcept {
     constexpr int R = L / N;
     plan<L, N> p;
     p.chunks = (k + L - 1) / L;
@@ -499,7 +502,11 @@ plan<L, N> plan_for(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t a_rs) noe
     p.b_high = (1u << std::max(N * left - L, 0)) - 1;
     p.blocks = (m + R - 1) / R;
     p.stored = (1u << ((m - (p.blocks - 1) * R) * N)) - 1;
-    for (std::ptrdiff_t i = 0; i < p.blocks * R; ++i) p.row[i] = std::min(i, m - 1) * a_rs;
+    const std::ptrdiff_t last_first = (p.blocks - 1) * R;
+    for (int r = 0; r < R; ++r) {
+        p.rows[r] = r * a_rs;
+        p.last_rows[r] = (std::min(last_first + r, m - 1) - last_first) * a_rs;
+    }
     return p;
 }
 
@@ -508,7 +515,8 @@ plan<L, N> plan_for(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t a_rs) noe
 template <class T, int L, int N>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block(
     const small_gemm_args<T>& x, const plan<L, N>& p, const T* __restrict a, const T* __restrict b,
-    T* __restrict c, std::ptrdiff_t first, mask stored) noexcept {
+    T* __restrict c, std::ptrdiff_t first, const std::ptrdiff_t (&rows)[L / N],
+    mask stored) noexcept {
     using V = vec_t<T, L>;
     constexpr int R = L / N;
     constexpr auto all = static_cast<mask>((1u << L) - 1);
@@ -531,7 +539,7 @@ template <class T, int L, int N>
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-            const V row = load_low<T, L, true>(a + p.row[first + r] + q * L, lanes);
+            const V row = load_low<T, L, true>(a + first * x.a_rs + rows[r] + q * L, lanes);
 #pragma GCC unroll 2
             for (int j = 0; j < N; ++j) acc[r * N + j] += row * column[j];
         }
@@ -579,8 +587,8 @@ template <class T, int L, int N>
                 for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
         const T* const from = copy ? dense : b;
         std::ptrdiff_t g = 0;
-        for (; g + 1 < p.blocks; ++g) block<T, L, N>(x, p, a, from, c, g * R, all);
-        block<T, L, N>(x, p, a, from, c, g * R, p.stored);
+        for (; g + 1 < p.blocks; ++g) block<T, L, N>(x, p, a, from, c, g * R, p.rows, all);
+        block<T, L, N>(x, p, a, from, c, g * R, p.last_rows, p.stored);
         asm("" : "+r"(a), "+r"(b), "+r"(c));
     }
 }
