@@ -283,7 +283,12 @@ template <class T, int NV, int TL, int R>
     T* __restrict c) noexcept {
     constexpr int W = width<T>;
     constexpr int F = NV - 1;  // full vectors before the tail
-    using V = vec_t<T, W>;
+    // The arithmetic's lanes: the full width, where the multiply-add takes A's element straight
+    // from memory for each vector of the row, or the tail's own where the tail is the whole row
+    // (A's element then feeds one multiply-add either way, and a narrower one issues at twice the
+    // rate on CPUs that split 512-bit operations in two, such as AMD's Zen 4).
+    constexpr int VL = NV == 1 ? TL : W;
+    using V = vec_t<T, VL>;
     V acc[R][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -295,7 +300,10 @@ template <class T, int NV, int TL, int R>
         V row[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < F; ++v) std::memcpy(&row[v], from + v * W, sizeof(V));
-        row[F] = load<T, TL, Masked>(from + F * W, q.tail);
+        if constexpr (VL == TL)
+            row[F] = load_low<T, TL, Masked>(from + F * W, q.tail);
+        else
+            row[F] = load<T, TL, Masked>(from + F * W, q.tail);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             const T e = a[r * x.a_rs + p * x.a_cs];
@@ -318,6 +326,8 @@ template <class T, int NV, int TL, int R>
                     V old;
                     if (v < F)
                         std::memcpy(&old, to + v * W, sizeof(V));
+                    else if constexpr (VL == TL)
+                        old = load_low<T, TL, true>(to + F * W, q.tail);
                     else
                         old = load<T, TL, true>(to + F * W, q.tail);
                     out += x.beta * old;
@@ -325,6 +335,8 @@ template <class T, int NV, int TL, int R>
             }
             if (v < F)
                 std::memcpy(to + v * W, &out, sizeof(V));
+            else if constexpr (VL == TL)
+                store_low<T, TL>(to + F * W, q.tail, out);
             else
                 store<T, TL>(to + F * W, q.tail, out);
         }
