@@ -170,12 +170,14 @@ template <class T>
 inline constexpr int width = lanes<kernel_isa::avx512, T>;
 using mask = unsigned;
 
-// The most vectors in one panel, and the most rows in one block of a panel of NV vectors: 12, 16
-// or 24 accumulators (of 32 registers), at least 8 so that the multiply-adds' latency is
-// covered. Twelve rows of two vectors measured 1.2-1.4x slower than eight (12x12x12 double, 24
-// floats wide): each row's offset into A takes a general register, and 12 of them spill.
+// The most vectors in one panel, and the most rows in one block: 8, 16 or 24 accumulators (of 32
+// registers), enough rows to cover the multiply-adds' latency. More rows measured slower, as each
+// row's offset into A takes a general register and 12 of them spill: twelve rows of two vectors
+// 1.2-1.4x slower than eight (12x12x12 double, 24 floats wide), twelve rows of one vector
+// 1.04-1.19x slower at 9 to 12 float rows. Six rows of one vector: 0.73-0.94x the speed of
+// eight at 7 and 10 rows.
 inline constexpr int max_panel_vectors = 3;
-constexpr int max_rows(int nv) noexcept { return nv == 1 ? 12 : 8; }
+inline constexpr int max_rows = 8;
 
 // A vector of L lanes as the low lanes of a full-width one (the rest undefined: a cast, no
 // instruction; GCC 12 lowers a shuffle with undefined lanes through memory, and narrows the
@@ -363,14 +365,14 @@ template <class T, int NV, int TL, int R>
     }
 }
 
-// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_rows(NV) rows.
+// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_rows rows.
 template <class T, int NV, int TL, int... R>
 constexpr std::array<run_fn<T>, sizeof...(R)> rows_runs(std::integer_sequence<int, R...>) noexcept {
     return {&rows_run<T, NV, TL, R + 1>...};
 }
 template <class T, int NV>
-constexpr std::array<std::array<run_fn<T>, max_rows(NV)>, 3> panel_runs() noexcept {
-    constexpr auto rows = std::make_integer_sequence<int, max_rows(NV)>{};
+constexpr std::array<std::array<run_fn<T>, max_rows>, 3> panel_runs() noexcept {
+    constexpr auto rows = std::make_integer_sequence<int, max_rows>{};
     return {rows_runs<T, NV, width<T> / 4>(rows), rows_runs<T, NV, width<T> / 2>(rows),
             rows_runs<T, NV, width<T>>(rows)};
 }
@@ -398,10 +400,9 @@ constexpr row_cut cut_rows(int m, int most) noexcept {
 // The cuts of every height and the panel widths of every vector count, made at compile time: a
 // single product plans its one matrix, and the run-time divisions of planning it on the spot cost
 // about 20 ns a call.
-template <int Most>
 inline constexpr auto row_cuts = [] {
     std::array<row_cut, small_gemm_max + 1> cuts{};
-    for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m) cuts[m] = cut_rows(m, Most);
+    for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m) cuts[m] = cut_rows(m, max_rows);
     return cuts;
 }();
 inline constexpr int most_vectors = static_cast<int>(small_gemm_max) / width<double>;
@@ -646,9 +647,9 @@ template <class T>
 
 // Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
 // near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
-// height as its largest block allows (10 rows: two of 5 with two or three vectors, one of 10
-// with one), so that no block is left with too few accumulators to cover the latency. Each
-// panel runs as one group of blocks, or two where the heights differ by one.
+// height as its largest block allows (10 rows: two of 5, never 8 + 2), so that no block is left
+// with too few accumulators to cover the latency. Each panel runs as one group of blocks, or two
+// where the heights differ by one.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
@@ -669,8 +670,7 @@ template <class T>
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
         if (nv == 0) break;
-        static_assert(max_rows(2) == max_rows(3));
-        const row_cut cut = nv == 1 ? row_cuts<max_rows(1)>[m] : row_cuts<max_rows(2)>[m];
+        const row_cut cut = row_cuts[m];
         const bool last = column + nv * W >= x.n;
         const int t = last ? tail : 2;
         const mask lanes = (1u << (last ? left : W)) - 1;
