@@ -1181,6 +1181,14 @@ std::vector<std::vector<T>> products_on(backend& be, std::uint64_t seed) {
         const tensor<T> a8 = random_tensor<T>(s, {8, 128, 64}, rng);
         const tensor<T> b8 = random_tensor<T>(s, {8, 64, 64}, rng);
         keep(tessera::batched_matmul(s, a8, b8));
+        // Long batches of one and two columns (the AVX-512 level's dot products), the second with
+        // one B shared by the batch.
+        const tensor<T> a1 = random_tensor<T>(s, {1000, 6, 6}, rng);
+        const tensor<T> b1 = random_tensor<T>(s, {1000, 6, 1}, rng);
+        keep(tessera::batched_matmul(s, a1, b1));
+        const tensor<T> a20 = random_tensor<T>(s, {500, 20, 20}, rng);
+        const tensor<T> b20 = random_tensor<T>(s, {20, 2}, rng);
+        keep(tessera::batched_matmul(s, a20, b20));
         const tensor<T> x = random_tensor<T>(s, {16, 16, 256}, rng);
         const tensor<T> y = random_tensor<T>(s, {256, 16, 16}, rng);
         keep(tessera::tensordot(s, x, y, {2}, {0}));
