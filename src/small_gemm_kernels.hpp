@@ -546,7 +546,9 @@ template <class T, int L, int N>
         } else {
             // Rows q L .. of B, its two columns interleaved, split into one vector each.
             const V lo = load_low<T, L, true>(b + 2 * q * L, last ? p.b_low : all);
-            const V hi = load_low<T, L, true>(b + 2 * q * L + L, last ? p.b_high : all);
+            // (Not formed where the chunk has no element there: it may lie past B's end.)
+            const mask high = last ? p.b_high : all;
+            const V hi = high == 0 ? V{} : load_low<T, L, true>(b + 2 * q * L + L, high);
             column[0] = evens<T, L>(lo, hi);
             column[1] = odds<T, L>(lo, hi);
         }
@@ -558,27 +560,34 @@ template <class T, int L, int N>
         }
     }
     V out = sums<T, L>(acc);
+    // C's rows dense: one masked access each way; else element by element through a local array,
+    // the arithmetic the same vector code either way (two scalar versions of alpha s + beta c
+    // could fuse different products).
     T* const to = c + first * x.c_rs;
-    if (x.c_rs == N) {
-        if (x.accumulate) {
-            out = x.alpha * out;
-            if (x.beta != T{0}) out += x.beta * load_low<T, L, true>(to, stored);
+    const bool dense = x.c_rs == N;
+    const int count = std::popcount(stored);
+    const auto element = [&x, to](int e) -> T& { return to[e / N * x.c_rs + e % N]; };
+    if (x.accumulate) {
+        out = x.alpha * out;
+        if (x.beta != T{0}) {
+            V old;
+            if (dense) {
+                old = load_low<T, L, true>(to, stored);
+            } else {
+                T from[L] = {};
+                for (int e = 0; e < count; ++e) from[e] = element(e);
+                std::memcpy(&old, from, sizeof(V));
+            }
+            out += x.beta * old;
         }
+    }
+    if (dense) {
         store_low<T, L>(to, stored, out);
         return;
     }
     T local[L];
     std::memcpy(local, &out, sizeof(V));
-    const int count = std::popcount(stored);
-    for (int e = 0; e < count; ++e) {
-        T& into = to[e / N * x.c_rs + e % N];
-        T v = local[e];
-        if (x.accumulate) {  // as above, one element at a time
-            v = x.alpha * v;
-            if (x.beta != T{0}) v += x.beta * into;
-        }
-        into = v;
-    }
+    for (int e = 0; e < count; ++e) element(e) = local[e];
 }
 
 // Every matrix of the batch, in blocks of L / N rows.
