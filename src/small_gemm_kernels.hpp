@@ -230,14 +230,18 @@ template <class T, int L, bool Masked>
     return v;
 }
 
-// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a
-// full-width vector: the arithmetic stays at the full width, where the multiply-add takes A's
-// element straight from memory, while the access stays as narrow as the columns allow (a wider
-// one would cross more cache lines). The lanes above L are never stored.
-template <class T, int L, bool Masked>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> load(
+// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a vector
+// of VL lanes, the arithmetic's (block() below): the arithmetic may be wider than the access,
+// where the multiply-add takes A's element straight from memory, while the access stays as narrow
+// as the columns allow (a wider one would cross more cache lines). Lanes above L are never stored.
+template <class T, int L, bool Masked, int VL>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, VL> load(
     const T* from, mask lanes) noexcept {
-    return widen<T, L>(load_low<T, L, Masked>(from, lanes));
+    const vec_t<T, L> v = load_low<T, L, Masked>(from, lanes);
+    if constexpr (VL == L)
+        return v;
+    else
+        return widen<T, L>(v);
 }
 
 // The lanes of v in `lanes` into memory.
@@ -260,11 +264,14 @@ template <class T, int L>
         _mm_mask_storeu_pd(to, k8, v);
 }
 
-// The low L lanes of v into memory, those of `lanes` only.
-template <class T, int L>
+// The low L lanes of v, a vector of VL lanes, into memory, those of `lanes` only.
+template <class T, int L, int VL>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store(
-    T* to, mask lanes, vec_t<T, width<T>> v) noexcept {
-    store_low<T, L>(to, lanes, low_lanes<T, L>(v));
+    T* to, mask lanes, vec_t<T, VL> v) noexcept {
+    if constexpr (VL == L)
+        store_low<T, L>(to, lanes, v);
+    else
+        store_low<T, L>(to, lanes, low_lanes<T, L>(v));
 }
 
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
@@ -302,10 +309,7 @@ template <class T, int NV, int TL, int R>
         V row[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < F; ++v) std::memcpy(&row[v], from + v * W, sizeof(V));
-        if constexpr (VL == TL)
-            row[F] = load_low<T, TL, Masked>(from + F * W, q.tail);
-        else
-            row[F] = load<T, TL, Masked>(from + F * W, q.tail);
+        row[F] = load<T, TL, Masked, VL>(from + F * W, q.tail);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             const T e = a[r * x.a_rs + p * x.a_cs];
@@ -328,19 +332,15 @@ template <class T, int NV, int TL, int R>
                     V old;
                     if (v < F)
                         std::memcpy(&old, to + v * W, sizeof(V));
-                    else if constexpr (VL == TL)
-                        old = load_low<T, TL, true>(to + F * W, q.tail);
                     else
-                        old = load<T, TL, true>(to + F * W, q.tail);
+                        old = load<T, TL, true, VL>(to + F * W, q.tail);
                     out += x.beta * old;
                 }
             }
             if (v < F)
                 std::memcpy(to + v * W, &out, sizeof(V));
-            else if constexpr (VL == TL)
-                store_low<T, TL>(to + F * W, q.tail, out);
             else
-                store<T, TL>(to + F * W, q.tail, out);
+                store<T, TL, VL>(to + F * W, q.tail, out);
         }
     }
 }
