@@ -600,6 +600,30 @@ template <int N, class V>
     }
 }
 
+/// Pair i < j of the six pairs of four rows, in the order 01, 02, 03, 12, 13, 23.
+constexpr int row_pair(int i, int j) noexcept {
+    return i == 0 ? j - 1 : i == 1 ? j + 1 : 5;
+}
+
+/// The determinants of the 4 x 4 matrices in e as Eigen's 4 x 4 determinant computes them: d gets
+/// the 2 x 2 minors of columns 0 and 1 over every pair of rows (row_pair), m3[i] the 3 x 3 minor of
+/// columns 0 to 2 without row i (column 2 against d), and the determinant is m3 against column 3.
+/// The inverse reuses both (closed_inverse).
+template <class V>
+[[gnu::always_inline]] inline V det4(const V (&e)[16], V (&d)[6], V (&m3)[4]) noexcept {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int j = i + 1; j < 4; ++j) d[row_pair(i, j)] = minor4(e, i, j, 0, 1);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+        const int a = i == 0 ? 1 : 0, b = i <= 1 ? 2 : 1, c = i == 3 ? 2 : 3;  // the other rows
+        m3[i] = mul(e[a * 4 + 2], d[row_pair(b, c)]) +
+                (mul(-e[b * 4 + 2], d[row_pair(a, c)]) + mul(e[c * 4 + 2], d[row_pair(a, b)]));
+    }
+    return (mul(-e[3], m3[0]) + mul(e[7], m3[1])) + (mul(-e[11], m3[2]) + mul(e[15], m3[3]));
+}
+
 /// The determinants of the 2 x 2 to 4 x 4 matrices in e, as the per-matrix det computes them:
 /// closed_det in src/linalg_lu.cpp up to 3 x 3, Eigen's 4 x 4 expansion by 2 x 2 minors at 4 x 4,
 /// with the same products and sums in the same order (so the same bits in builds without FMA
@@ -614,17 +638,8 @@ template <int N, class V>
                mul(e[2], minor2(e[3], e[7], e[4], e[6]));
     } else {
         static_assert(N == 4);
-        // The minors of columns 0 and 1 over rows i and j, then of columns 0 to 2 over three rows.
-        const V d01 = minor4(e, 0, 1, 0, 1), d02 = minor4(e, 0, 2, 0, 1),
-                d03 = minor4(e, 0, 3, 0, 1), d12 = minor4(e, 1, 2, 0, 1),
-                d13 = minor4(e, 1, 3, 0, 1), d23 = minor4(e, 2, 3, 0, 1);
-        const auto d3 = [&](int i0, V m0, int i1, V m1, int i2,
-                            V m2) __attribute__((always_inline)) {
-            return mul(e[i0 * 4 + 2], m0) + (mul(-e[i1 * 4 + 2], m1) + mul(e[i2 * 4 + 2], m2));
-        };
-        const V d3_0 = d3(1, d23, 2, d13, 3, d12), d3_1 = d3(0, d23, 2, d03, 3, d02),
-                d3_2 = d3(0, d13, 1, d03, 3, d01), d3_3 = d3(0, d12, 1, d02, 2, d01);
-        return (mul(-e[3], d3_0) + mul(e[7], d3_1)) + (mul(-e[11], d3_2) + mul(e[15], d3_3));
+        V d[6], m3[4];
+        return det4(e, d, m3);
     }
 }
 
@@ -639,7 +654,12 @@ template <int N, class V>
 template <int N, class V>
 [[gnu::always_inline]] inline V closed_inverse(const V (&e)[N * N], V (&r)[N * N]) noexcept {
     using T = elem_t<V>;
-    const V det = closed_det<N>(e);
+    [[maybe_unused]] V d[6], m3[4];  // 4 x 4: the determinant's minors, reused by the cofactors
+    V det;
+    if constexpr (N == 4)
+        det = det4(e, d, m3);
+    else
+        det = closed_det<N>(e);
     const V s = T(1) / det;
     if constexpr (N == 2) {
         r[0] = e[3] * s;
@@ -658,41 +678,36 @@ template <int N, class V>
         r[8] = minor2(e[0], e[4], e[1], e[3]) * s;
     } else {
         static_assert(N == 4);
-        // The 2 x 2 minors of rows 0 and 1 (u) and of rows 2 and 3 (l), columns p < q; each
-        // cofactor is three of them against entries of the other pair of rows.
-        const V u01 = minor4(e, 0, 1, 0, 1), u02 = minor4(e, 0, 1, 0, 2),
-                u03 = minor4(e, 0, 1, 0, 3), u12 = minor4(e, 0, 1, 1, 2),
-                u13 = minor4(e, 0, 1, 1, 3), u23 = minor4(e, 0, 1, 2, 3);
-        const V l01 = minor4(e, 2, 3, 0, 1), l02 = minor4(e, 2, 3, 0, 2),
-                l03 = minor4(e, 2, 3, 0, 3), l12 = minor4(e, 2, 3, 1, 2),
-                l13 = minor4(e, 2, 3, 1, 3), l23 = minor4(e, 2, 3, 2, 3);
-        // A cofactor's sum decides nothing (the determinant, its products unfused, decides the
-        // lanes handed back), so it is one product and two multiply-adds where three products
-        // and two additions took 5-10% longer.
-        const auto cof = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
-            return (e[k] * z + (e[i] * x - mul(e[j], y))) * s;
-        };
-        // Minus a cofactor by the same products, without negating the result: the same bits as
-        // -cof but for an exact zero, which comes out +0 here.
-        const auto neg = [&](int i, V x, int j, V y, int k, V z) __attribute__((always_inline)) {
-            return ((mul(e[j], y) - e[i] * x) - e[k] * z) * s;
-        };
-        r[0] = cof(5, l23, 6, l13, 7, l12);
-        r[1] = neg(1, l23, 2, l13, 3, l12);
-        r[2] = cof(13, u23, 14, u13, 15, u12);
-        r[3] = neg(9, u23, 10, u13, 11, u12);
-        r[4] = neg(4, l23, 6, l03, 7, l02);
-        r[5] = cof(0, l23, 2, l03, 3, l02);
-        r[6] = neg(12, u23, 14, u03, 15, u02);
-        r[7] = cof(8, u23, 10, u03, 11, u02);
-        r[8] = cof(4, l13, 5, l03, 7, l01);
-        r[9] = neg(0, l13, 1, l03, 3, l01);
-        r[10] = cof(12, u13, 13, u03, 15, u01);
-        r[11] = neg(8, u13, 9, u03, 11, u01);
-        r[12] = neg(4, l12, 5, l02, 6, l01);
-        r[13] = cof(0, l12, 1, l02, 2, l01);
-        r[14] = neg(12, u12, 13, u02, 14, u01);
-        r[15] = cof(8, u12, 9, u02, 10, u01);
+        // Cofactor (i, j) is (-1)^(i + j) times the 3 x 3 minor without row i and column j. For
+        // j = 0 or 1 that minor keeps columns 2 and 3 and is expanded along its other column
+        // against their 2 x 2 minors (h); for j = 2, along column 3 against the 2 x 2 minors of
+        // columns 0 and 1 (d, the determinant's); for j = 3 it is the determinant's m3. So 12
+        // minors and 12 cofactor sums, where minors of rows 0, 1 and 2, 3 took 18 and 16 (15%
+        // fewer instructions, 4-8% faster per item).
+        V h[6];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+            for (int j = i + 1; j < 4; ++j) h[row_pair(i, j)] = minor4(e, i, j, 2, 3);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+            const int a = i == 0 ? 1 : 0, b = i <= 1 ? 2 : 1, c = i == 3 ? 2 : 3;  // other rows
+            const int bc = row_pair(b, c), ac = row_pair(a, c), ab = row_pair(a, b);
+            // Entry (j, i) of the inverse is cofactor (i, j). A cofactor's sum decides nothing
+            // (the determinant, its products unfused, decides the lanes handed back), so it is
+            // one product and two multiply-adds where three products and two additions took
+            // 5-10% longer; minus a minor takes the same products in the other order, not a
+            // negation: the same bits but for an exact zero, +0 here.
+#pragma GCC unroll 3
+            for (int j = 0; j < 3; ++j) {
+                const int k = j == 0 ? 1 : j == 1 ? 0 : 3;  // the column kept
+                const V(&m)[6] = j == 2 ? d : h;
+                const V x = e[a * 4 + k], y = e[b * 4 + k], z = e[c * 4 + k];
+                r[j * 4 + i] = (i + j) % 2 == 0 ? (z * m[ab] + (x * m[bc] - mul(y, m[ac]))) * s
+                                                : ((mul(y, m[ac]) - x * m[bc]) - z * m[ab]) * s;
+            }
+            r[12 + i] = (i % 2 == 1 ? m3[i] : V{} - m3[i]) * s;
+        }
     }
     return unusable(det);
 }

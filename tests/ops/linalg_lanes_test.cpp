@@ -698,7 +698,8 @@ std::vector<T> conditioned(std::size_t n, double kappa, std::mt19937_64& rng) {
 // per-matrix path's closed forms. Those, and the per-matrix path, stay within 256 n kappa epsilon:
 // the 3 x 3 adjugate reached 14 and the 4 x 4 cofactor expansion 117 n kappa epsilon at most over
 // 680 runs of this test (2026-12-02), so 128, the bound until then, left too little margin; 300
-// more runs with the 4 x 4 cofactor sums fused (2026-12-03): 19 and 98.
+// more runs with the 4 x 4 cofactor sums fused (2026-12-03): 19 and 98; 150 with the 4 x 4
+// cofactors from the determinant's minors (later that day): 15 and 86.
 TYPED_TEST(LanesTest, IllConditionedItemsStayWithinTheErrorBound) {
     using T = TypeParam;
     const std::uint64_t seed = fresh_seed();
