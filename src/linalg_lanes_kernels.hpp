@@ -694,10 +694,11 @@ template <int N, class V>
             const int a = i == 0 ? 1 : 0, b = i <= 1 ? 2 : 1, c = i == 3 ? 2 : 3;  // other rows
             const int bc = row_pair(b, c), ac = row_pair(a, c), ab = row_pair(a, b);
             // Entry (j, i) of the inverse is cofactor (i, j). A cofactor's sum decides nothing
-            // (the determinant, its products unfused, decides the lanes handed back), so it is
-            // one product and two multiply-adds where three products and two additions took
-            // 5-10% longer; minus a minor takes the same products in the other order, not a
-            // negation: the same bits but for an exact zero, +0 here.
+            // (the determinant, its products unfused, decides the lanes handed back), so for
+            // j < 3 it is one product and two multiply-adds where three products and two
+            // additions took 5-10% longer; minus a minor takes the same products in the other
+            // order, not a negation: the same bits but for the sign of an exact zero. Column 3
+            // takes the determinant's m3 (products unfused), minus one as 0 - m3.
 #pragma GCC unroll 3
             for (int j = 0; j < 3; ++j) {
                 const int k = j == 0 ? 1 : j == 1 ? 0 : 3;  // the column kept
