@@ -179,36 +179,10 @@ using mask = unsigned;
 inline constexpr int max_panel_vectors = 3;
 inline constexpr int max_rows = 8;
 
-// A vector of L lanes as the low lanes of a full-width one (the rest undefined: a cast, no
-// instruction; GCC 12 lowers a shuffle with undefined lanes through memory, and narrows the
-// multiply-adds of a zero-extended one to L lanes, each then loading A's element again), and
-// back (the low lanes: a shuffle, as GCC 12 reports the narrowing casts' undefined source as
-// maybe-uninitialized).
-template <class T, int L>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> widen(
-    vec_t<T, L> v) noexcept {
-    constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
-    if constexpr (bits == 512)
-        return v;
-    else if constexpr (sizeof(T) == 4 && bits == 256)
-        return _mm512_castps256_ps512(v);
-    else if constexpr (sizeof(T) == 4)
-        return _mm512_castps128_ps512(v);
-    else if constexpr (bits == 256)
-        return _mm512_castpd256_pd512(v);
-    else
-        return _mm512_castpd128_pd512(v);
-}
-template <class T, int L>
-[[gnu::always_inline]] inline vec_t<T, L> low_lanes(vec_t<T, width<T>> v) noexcept {
-    return [v]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
-        return __builtin_shufflevector(v, v, I...);
-    }(std::make_integer_sequence<int, L>{});
-}
-
-// The first L lanes of memory, those of `lanes` only where `Masked` (the others zero).
+// The first L lanes of memory, those of `lanes` only where `Masked` (the others zero). A panel's
+// tail reads as few lanes as its columns allow (a wider access would cross more cache lines).
 template <class T, int L, bool Masked>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> load_low(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> load(
     const T* from, mask lanes) noexcept {
     constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
     const auto k8 = static_cast<__mmask8>(lanes);
@@ -230,23 +204,9 @@ template <class T, int L, bool Masked>
     return v;
 }
 
-// The tail's first L lanes of memory (a masked load where `Masked`) as the low lanes of a vector
-// of VL lanes, the arithmetic's (block() below): the arithmetic may be wider than the access,
-// where the multiply-add takes A's element straight from memory, while the access stays as narrow
-// as the columns allow (a wider one would cross more cache lines). Lanes above L are never stored.
-template <class T, int L, bool Masked, int VL>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, VL> load(
-    const T* from, mask lanes) noexcept {
-    const vec_t<T, L> v = load_low<T, L, Masked>(from, lanes);
-    if constexpr (VL == L)
-        return v;
-    else
-        return widen<T, L>(v);
-}
-
 // The lanes of v in `lanes` into memory.
 template <class T, int L>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store_low(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store(
     T* to, mask lanes, vec_t<T, L> v) noexcept {
     constexpr int bits = L * static_cast<int>(sizeof(T)) * 8;
     const auto k8 = static_cast<__mmask8>(lanes);
@@ -262,16 +222,6 @@ template <class T, int L>
         _mm256_mask_storeu_pd(to, k8, v);
     else
         _mm_mask_storeu_pd(to, k8, v);
-}
-
-// The low L lanes of v, a vector of VL lanes, into memory, those of `lanes` only.
-template <class T, int L, int VL>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void store(
-    T* to, mask lanes, vec_t<T, VL> v) noexcept {
-    if constexpr (VL == L)
-        store_low<T, L>(to, lanes, v);
-    else
-        store_low<T, L>(to, lanes, low_lanes<T, L>(v));
 }
 
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
@@ -292,29 +242,32 @@ template <class T, int NV, int TL, int R>
     T* __restrict c) noexcept {
     constexpr int W = width<T>;
     constexpr int F = NV - 1;  // full vectors before the tail
-    // The arithmetic's lanes: the full width, where the multiply-add takes A's element straight
-    // from memory for each vector of the row, or the tail's own where the tail is the whole row
-    // (A's element then feeds one multiply-add either way, and a narrower one issues at twice the
-    // rate on CPUs that split 512-bit operations in two, such as AMD's Zen 4).
-    constexpr int VL = NV == 1 ? TL : W;
-    using V = vec_t<T, VL>;
-    V acc[R][NV];
+    // The tail computes at its own width: a narrower multiply-add issues at twice the rate on
+    // CPUs that split 512-bit operations in two, such as AMD's Zen 4 (A's element, broadcast once,
+    // feeds the full vectors and the tail's low lanes alike).
+    using VW = vec_t<T, W>;
+    using VT = vec_t<T, TL>;
+    VW acc[R][NV > 1 ? F : 1];
+    VT tail_acc[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+        for (int v = 0; v < F; ++v) acc[r][v] = VW{};
+        tail_acc[r] = VT{};
+    }
     const auto step = [&]<bool Masked>(std::ptrdiff_t p)
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         const T* const from = b + p * x.b_rs;
-        V row[NV];
+        VW row[NV > 1 ? F : 1];
 #pragma GCC unroll 4
-        for (int v = 0; v < F; ++v) std::memcpy(&row[v], from + v * W, sizeof(V));
-        row[F] = load<T, TL, Masked, VL>(from + F * W, q.tail);
+        for (int v = 0; v < F; ++v) std::memcpy(&row[v], from + v * W, sizeof(VW));
+        const VT tail = load<T, TL, Masked>(from + F * W, q.tail);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             const T e = a[r * x.a_rs + p * x.a_cs];
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[r][v] += e * row[v];
+            for (int v = 0; v < F; ++v) acc[r][v] += e * row[v];
+            tail_acc[r] += e * tail;
         }
     };
     std::ptrdiff_t p = 0;
@@ -324,24 +277,24 @@ template <class T, int NV, int TL, int R>
     for (int r = 0; r < R; ++r) {
         T* const to = c + r * x.c_rs;
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-            V out = acc[r][v];
+        for (int v = 0; v < F; ++v) {
+            VW out = acc[r][v];
             if (x.accumulate) {
                 out = x.alpha * out;
                 if (x.beta != T{0}) {
-                    V old;
-                    if (v < F)
-                        std::memcpy(&old, to + v * W, sizeof(V));
-                    else
-                        old = load<T, TL, true, VL>(to + F * W, q.tail);
+                    VW old;
+                    std::memcpy(&old, to + v * W, sizeof(VW));
                     out += x.beta * old;
                 }
             }
-            if (v < F)
-                std::memcpy(to + v * W, &out, sizeof(V));
-            else
-                store<T, TL, VL>(to + F * W, q.tail, out);
+            std::memcpy(to + v * W, &out, sizeof(VW));
         }
+        VT out = tail_acc[r];
+        if (x.accumulate) {
+            out = x.alpha * out;
+            if (x.beta != T{0}) out += x.beta * load<T, TL, true>(to + F * W, q.tail);
+        }
+        store<T, TL>(to + F * W, q.tail, out);
     }
 }
 
@@ -542,19 +495,19 @@ template <class T, int L, int N>
         const mask lanes = last ? p.last : all;
         V column[N];
         if constexpr (N == 1) {
-            column[0] = load_low<T, L, true>(b + q * L, lanes);
+            column[0] = load<T, L, true>(b + q * L, lanes);
         } else {
             // Rows q L .. of B, its two columns interleaved, split into one vector each.
-            const V lo = load_low<T, L, true>(b + 2 * q * L, last ? p.b_low : all);
+            const V lo = load<T, L, true>(b + 2 * q * L, last ? p.b_low : all);
             // (Not formed where the chunk has no element there: it may lie past B's end.)
             const mask high = last ? p.b_high : all;
-            const V hi = high == 0 ? V{} : load_low<T, L, true>(b + 2 * q * L + L, high);
+            const V hi = high == 0 ? V{} : load<T, L, true>(b + 2 * q * L + L, high);
             column[0] = evens<T, L>(lo, hi);
             column[1] = odds<T, L>(lo, hi);
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-            const V row = load_low<T, L, true>(a + first * x.a_rs + rows[r] + q * L, lanes);
+            const V row = load<T, L, true>(a + first * x.a_rs + rows[r] + q * L, lanes);
 #pragma GCC unroll 2
             for (int j = 0; j < N; ++j) acc[r * N + j] += row * column[j];
         }
@@ -572,7 +525,7 @@ template <class T, int L, int N>
         if (x.beta != T{0}) {
             V old;
             if (dense) {
-                old = load_low<T, L, true>(to, stored);
+                old = load<T, L, true>(to, stored);
             } else {
                 T from[L] = {};
                 for (int e = 0; e < count; ++e) from[e] = element(e);
@@ -582,7 +535,7 @@ template <class T, int L, int N>
         }
     }
     if (dense) {
-        store_low<T, L>(to, stored, out);
+        store<T, L>(to, stored, out);
         return;
     }
     T local[L];
