@@ -243,8 +243,9 @@ template <class T, int NV, int TL, int R>
     constexpr int W = width<T>;
     constexpr int F = NV - 1;  // full vectors before the tail
     // The tail computes at its own width: a narrower multiply-add issues at twice the rate on
-    // CPUs that split 512-bit operations in two, such as AMD's Zen 4 (A's element, broadcast once,
-    // feeds the full vectors and the tail's low lanes alike).
+    // CPUs that split 512-bit operations in two, such as AMD's Zen 4. Each multiply-add reads A's
+    // element as its own broadcast operand, so a row of two vectors loads it twice; the loads
+    // cost less than the wide tail did (20x20x20 float 1.27x, 10x10x10 double 1.27x faster).
     using VW = vec_t<T, W>;
     using VT = vec_t<T, TL>;
     VW acc[R][NV > 1 ? F : 1];
