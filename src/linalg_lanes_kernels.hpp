@@ -605,19 +605,34 @@ constexpr int row_pair(int i, int j) noexcept {
     return i == 0 ? j - 1 : i == 1 ? j + 1 : 5;
 }
 
+/// The three rows of four other than row i, in order.
+struct other_rows {
+    int a, b, c;
+};
+constexpr other_rows rows_besides(int i) noexcept {
+    return {i == 0 ? 1 : 0, i <= 1 ? 2 : 1, i == 3 ? 2 : 3};
+}
+
+/// The 2 x 2 minors of columns p and q of the 4 x 4 matrices in e over every pair of rows.
+template <class V>
+[[gnu::always_inline]] inline void pair_minors(const V (&e)[16], int p, int q,
+                                               V (&out)[6]) noexcept {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int j = i + 1; j < 4; ++j) out[row_pair(i, j)] = minor4(e, i, j, p, q);
+}
+
 /// The determinants of the 4 x 4 matrices in e as Eigen's 4 x 4 determinant computes them: d gets
 /// the 2 x 2 minors of columns 0 and 1 over every pair of rows (row_pair), m3[i] the 3 x 3 minor of
 /// columns 0 to 2 without row i (column 2 against d), and the determinant is m3 against column 3.
 /// The inverse reuses both (closed_inverse).
 template <class V>
 [[gnu::always_inline]] inline V det4(const V (&e)[16], V (&d)[6], V (&m3)[4]) noexcept {
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-        for (int j = i + 1; j < 4; ++j) d[row_pair(i, j)] = minor4(e, i, j, 0, 1);
+    pair_minors(e, 0, 1, d);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-        const int a = i == 0 ? 1 : 0, b = i <= 1 ? 2 : 1, c = i == 3 ? 2 : 3;  // the other rows
+        const auto [a, b, c] = rows_besides(i);
         m3[i] = mul(e[a * 4 + 2], d[row_pair(b, c)]) +
                 (mul(-e[b * 4 + 2], d[row_pair(a, c)]) + mul(e[c * 4 + 2], d[row_pair(a, b)]));
     }
@@ -685,13 +700,10 @@ template <int N, class V>
         // minors and 12 cofactor sums, where minors of rows 0, 1 and 2, 3 took 18 and 16 (15%
         // fewer instructions, 4-8% faster per item).
         V h[6];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-            for (int j = i + 1; j < 4; ++j) h[row_pair(i, j)] = minor4(e, i, j, 2, 3);
+        pair_minors(e, 2, 3, h);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-            const int a = i == 0 ? 1 : 0, b = i <= 1 ? 2 : 1, c = i == 3 ? 2 : 3;  // other rows
+            const auto [a, b, c] = rows_besides(i);
             const int bc = row_pair(b, c), ac = row_pair(a, c), ab = row_pair(a, b);
             // Entry (j, i) of the inverse is cofactor (i, j). A cofactor's sum decides nothing
             // (the determinant, its products unfused, decides the lanes handed back), so for
