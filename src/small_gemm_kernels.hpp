@@ -382,15 +382,23 @@ inline constexpr auto panel_widths = [] {
 // not). The order of every sum depends on the shape alone, not on B's or C's strides.
 namespace dot {
 
+// small_kernels::permute2 with this level's target: clang rejects a call that passes 256- or
+// 512-bit vectors from a function with the target to one without it (the vectors' ABI differs).
+template <class T, int L, class Src, std::size_t... I>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> shuffle(
+    vec_t<T, L> x, vec_t<T, L> y, Src, std::index_sequence<I...>) noexcept {
+    return __builtin_shufflevector(x, y, Src{}(static_cast<int>(I))...);
+}
+
 // The even and the odd lanes of the concatenation (x, y): B's two columns from its rows.
 template <class T, int L>
-[[gnu::always_inline]] inline vec_t<T, L> evens(vec_t<T, L> x, vec_t<T, L> y) noexcept {
-    return small_kernels::permute2<T, L>(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> evens(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return shuffle<T, L>(
         x, y, [](int l) { return 2 * l; }, std::make_index_sequence<L>{});
 }
 template <class T, int L>
-[[gnu::always_inline]] inline vec_t<T, L> odds(vec_t<T, L> x, vec_t<T, L> y) noexcept {
-    return small_kernels::permute2<T, L>(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> odds(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return shuffle<T, L>(
         x, y, [](int l) { return 2 * l + 1; }, std::make_index_sequence<L>{});
 }
 
@@ -402,8 +410,8 @@ template <class T>
 inline constexpr int block_lanes = 16 / static_cast<int>(sizeof(T));
 
 template <class T, int L, int Odd>
-[[gnu::always_inline]] inline vec_t<T, L> in_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
-    return small_kernels::permute2<T, L>(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> in_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return shuffle<T, L>(
         x, y,
         [](int l) {
             constexpr int G = block_lanes<T>, half = G / 2;
@@ -413,8 +421,8 @@ template <class T, int L, int Odd>
         std::make_index_sequence<L>{});
 }
 template <class T, int L, int Odd>
-[[gnu::always_inline]] inline vec_t<T, L> of_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
-    return small_kernels::permute2<T, L>(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> of_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+    return shuffle<T, L>(
         x, y,
         [](int l) {
             constexpr int G = block_lanes<T>, B = L / G;
@@ -428,7 +436,7 @@ template <class T, int L, int Odd>
 // halves the number of vectors S (a compile-time recursion: GCC keeps a loop that halves its
 // count as a loop).
 template <class T, int L, int S = L>
-[[gnu::always_inline]] inline vec_t<T, L> sums(vec_t<T, L> (&v)[L]) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> sums(vec_t<T, L> (&v)[L]) noexcept {
     constexpr bool within = S > L / block_lanes<T>;  // the blocks hold more than one sum each
 #pragma GCC unroll 16
     for (int i = 0; i < S / 2; ++i) {
