@@ -238,15 +238,20 @@ struct results {
     tensor<std::int64_t> piv;
 };
 
+/// Fresh tensors for every op's results on `items` n x n matrices.
+template <class T>
+results<T> empty_results(session& s, std::size_t items, std::size_t n) {
+    return {tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items, n, 1}),
+            tessera::empty<T>(s, {items, n, 3}),  tessera::empty<T>(s, {items, n, n}),
+            tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items}),
+            tessera::empty<T>(s, {items}),        tessera::empty<T>(s, {items}),
+            tessera::empty<std::int64_t>(s, {items, n})};
+}
+
 template <class T>
 results<T> run_all(session& s, const tensor_view<const T>& a, const tensor_view<const T>& spd,
                    const tensor_view<const T>& b, const tensor_view<const T>& b3) {
-    const std::size_t items = a.extent(0), n = a.extent(1);
-    results<T> r{tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items, n, 1}),
-                 tessera::empty<T>(s, {items, n, 3}),  tessera::empty<T>(s, {items, n, n}),
-                 tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items}),
-                 tessera::empty<T>(s, {items}),        tessera::empty<T>(s, {items}),
-                 tessera::empty<std::int64_t>(s, {items, n})};
+    results<T> r = empty_results<T>(s, a.extent(0), a.extent(1));
     tessera::inverse(s, a, r.inv);
     tessera::solve(s, a, b, r.x);
     tessera::solve(s, a, b3, r.x3);
@@ -1380,11 +1385,7 @@ TYPED_TEST(LanesTest, OperandsThatEndAtAnInaccessiblePageAreAccessedInside) {
                         ASSERT_NE(p, nullptr) << "mmap";
                     const tensor_view<const T> va = guarded_copy(ga, a), vspd = guarded_copy(gspd, spd),
                                                vb = guarded_copy(gb, b), vb3 = guarded_copy(gb3, b3);
-                    results<T> got{tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items, n, 1}),
-                                   tessera::empty<T>(s, {items, n, 3}),  tessera::empty<T>(s, {items, n, n}),
-                                   tessera::empty<T>(s, {items, n, n}), tessera::empty<T>(s, {items}),
-                                   tessera::empty<T>(s, {items}),        tessera::empty<T>(s, {items}),
-                                   tessera::empty<std::int64_t>(s, {items, n})};
+                    results<T> got = empty_results<T>(s, items, n);
                     const auto out = [](const auto& g, auto& t) {
                         return tensor_view(g.data(), t.shape());
                     };
