@@ -392,12 +392,14 @@ template <class T, int L, class Src, std::size_t... I>
 
 // The even and the odd lanes of the concatenation (x, y): B's two columns from its rows.
 template <class T, int L>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> evens(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> evens(
+    vec_t<T, L> x, vec_t<T, L> y) noexcept {
     return shuffle<T, L>(
         x, y, [](int l) { return 2 * l; }, std::make_index_sequence<L>{});
 }
 template <class T, int L>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> odds(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> odds(
+    vec_t<T, L> x, vec_t<T, L> y) noexcept {
     return shuffle<T, L>(
         x, y, [](int l) { return 2 * l + 1; }, std::make_index_sequence<L>{});
 }
@@ -410,7 +412,8 @@ template <class T>
 inline constexpr int block_lanes = 16 / static_cast<int>(sizeof(T));
 
 template <class T, int L, int Odd>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> in_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> in_blocks(
+    vec_t<T, L> x, vec_t<T, L> y) noexcept {
     return shuffle<T, L>(
         x, y,
         [](int l) {
@@ -421,7 +424,8 @@ template <class T, int L, int Odd>
         std::make_index_sequence<L>{});
 }
 template <class T, int L, int Odd>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> of_blocks(vec_t<T, L> x, vec_t<T, L> y) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> of_blocks(
+    vec_t<T, L> x, vec_t<T, L> y) noexcept {
     return shuffle<T, L>(
         x, y,
         [](int l) {
@@ -436,7 +440,8 @@ template <class T, int L, int Odd>
 // halves the number of vectors S (a compile-time recursion: GCC keeps a loop that halves its
 // count as a loop).
 template <class T, int L, int S = L>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> sums(vec_t<T, L> (&v)[L]) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, L> sums(
+    vec_t<T, L> (&v)[L]) noexcept {
     constexpr bool within = S > L / block_lanes<T>;  // the blocks hold more than one sum each
 #pragma GCC unroll 16
     for (int i = 0; i < S / 2; ++i) {

@@ -14,8 +14,6 @@
 #include <tessera/tensor.hpp>
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "support/guarded_memory.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -37,6 +36,7 @@ using tessera::tensor;
 using tessera::tensor_view;
 using tessera::detail::kernel_isa;
 using tessera::test::fresh_seed;
+using tessera::test::guarded;
 using LD = long double;
 
 /// Runs the ops on the SIMD-across-batch kernels of one level (or the per-matrix ones) while it
@@ -1315,34 +1315,6 @@ TYPED_TEST(LanesTest, SpoiledJacobiItemAtEveryLaneIsDecidedAsAlone) {
         });
     }
 }
-
-/// `count` elements that end where an inaccessible page begins; unmapped when it goes.
-template <class U>
-class guarded {
-public:
-    explicit guarded(std::size_t count) {
-        const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-        const std::size_t bytes = count * sizeof(U);
-        span_ = (bytes + page - 1) / page * page + page;
-        void* const region = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (region == MAP_FAILED) return;
-        region_ = static_cast<unsigned char*>(region);
-        if (mprotect(region_ + span_ - page, page, PROT_NONE) == 0)
-            data_ = reinterpret_cast<U*>(region_ + span_ - page - bytes);
-    }
-    ~guarded() {
-        if (region_ != nullptr) munmap(region_, span_);
-    }
-    guarded(const guarded&) = delete;
-    guarded& operator=(const guarded&) = delete;
-
-    U* data() const noexcept { return data_; }
-
-private:
-    unsigned char* region_ = nullptr;
-    std::size_t span_ = 0;
-    U* data_ = nullptr;
-};
 
 /// A copy of the dense tensor t in memory that ends at an inaccessible page, as a view.
 template <class U>

@@ -3,6 +3,7 @@
 // variant, strided/transposed/broadcast operands, bad input, dispatch and heap-allocation counts.
 #include "support/alloc_counter.hpp"
 #include "support/backends.hpp"
+#include "support/guarded_memory.hpp"
 #include "support/random.hpp"
 
 #include <tessera/backend.hpp>
@@ -13,8 +14,6 @@
 #include <tessera/tensor.hpp>
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -700,34 +699,16 @@ template <class T>
 void check_accesses_stay_inside(std::mt19937_64& rng) {
     using tessera::detail::kernel_isa;
     const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
-    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    // `count` elements that end where an inaccessible page begins.
-    struct guarded {
-        void* region = nullptr;
-        std::size_t span = 0;
-        T* data = nullptr;
-    };
-    const auto map_guarded = [page](std::size_t count) {
-        guarded g;
-        const std::size_t bytes = count * sizeof(T);
-        g.span = (bytes + page - 1) / page * page + page;
-        g.region = mmap(nullptr, g.span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (g.region == MAP_FAILED) return guarded{};
-        auto* const base = static_cast<unsigned char*>(g.region);
-        if (mprotect(base + g.span - page, page, PROT_NONE) != 0) return guarded{};
-        g.data = reinterpret_cast<T*>(base + g.span - page - bytes);
-        return g;
-    };
     for (const std::size_t m : {1u, 3u, 6u, 9u})
         for (std::size_t n = 1; n <= tessera::detail::small_gemm_max; ++n)
             for (const std::size_t k : {1u, 2u, 3u, 4u, 5u, 8u, 17u}) {
-                const guarded ga = map_guarded(m * k), gb = map_guarded(k * n), gc = map_guarded(m * n);
-                ASSERT_NE(ga.data, nullptr);
-                ASSERT_NE(gb.data, nullptr);
-                ASSERT_NE(gc.data, nullptr);
-                T* const a = ga.data;
-                T* const b = gb.data;
+                const tessera::test::guarded<T> ga(m * k), gb(k * n), gc(m * n);
+                ASSERT_NE(ga.data(), nullptr);
+                ASSERT_NE(gb.data(), nullptr);
+                ASSERT_NE(gc.data(), nullptr);
+                T* const a = ga.data();
+                T* const b = gb.data();
                 std::vector<T> padded(k * (n + 2)), dense_c(m * n), padded_c(m * n);
                 for (std::size_t p = 0; p < k; ++p)
                     for (std::size_t j = 0; j < n; ++j)
@@ -741,16 +722,13 @@ void check_accesses_stay_inside(std::mt19937_64& rng) {
                             {sz(m), sz(n), sz(k), a, sz(k), 1, 0, from, sz(b_rs), 0, c, sz(n), 0, 1,
                              false, T{1}, T{0}});
                     };
-                    run(b, n, gc.data);  // C too ends at the inaccessible page
-                    std::copy(gc.data, gc.data + m * n, dense_c.begin());
+                    run(b, n, gc.data());  // C too ends at the inaccessible page
+                    std::copy(gc.data(), gc.data() + m * n, dense_c.begin());
                     run(padded.data(), n + 2, padded_c.data());
                     EXPECT_EQ(std::memcmp(dense_c.data(), padded_c.data(), m * n * sizeof(T)), 0)
                         << tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa)) << " "
                         << m << "x" << k << "x" << n;
                 }
-                ASSERT_EQ(munmap(ga.region, ga.span), 0);
-                ASSERT_EQ(munmap(gb.region, gb.span), 0);
-                ASSERT_EQ(munmap(gc.region, gc.span), 0);
             }
 }
 
