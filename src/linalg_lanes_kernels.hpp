@@ -31,6 +31,10 @@
 #include "linalg_lanes.hpp"
 #include "simd_vector.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::detail {
 namespace lanes {
 
@@ -99,25 +103,64 @@ template <int H, class V, std::size_t... L>
     }
 }
 
-/// Whether any lane of x is above zero (a NaN lane is not), by shuffles: a loop over the lanes is
-/// one scalar comparison per lane in the AVX-512 clone.
+/// The lanes of x above zero (a NaN lane is not), as bits: bit l for lane l. On x86 one comparison
+/// into a mask register or a movemask, by the overloads below, each with the target of the one
+/// clone whose vectors it takes (their width and element type say which); elsewhere a fold by
+/// shuffles, then a loop over the lanes. The fold is a chain of 2 log2(W) dependent instructions,
+/// in every block (flag_bits): 2 x 2 to 4 x 4 det, inverse and solve ran 1.1-1.3x slower per item
+/// with it in the AVX-512 clone. The x86 overloads are inline, not always_inline: GCC inlines an
+/// always_inline function's callees into it first, and flag_bits has no target, so that would be
+/// an error; as they are, GCC inlines them once flag_bits sits in a kernel of their target (the
+/// objects keep no call to them).
 template <class V>
-[[gnu::always_inline]] inline bool any_positive(V x) noexcept {
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(V x) noexcept {
     using T = elem_t<V>;
     constexpr int W = lane_count<V>;
     // 0 or 1 first, so that a NaN lane cannot hide the others from the comparisons of the fold.
     const V set = x > T(0) ? splat<V>(T(1)) : V{};
-    return fold_max<W / 2>(set, std::make_index_sequence<W>{})[0] > 0;
-}
-
-/// The lanes below `count` whose flag is set, as bits; none set (the usual case) is one test.
-template <int W, class V>
-[[gnu::always_inline]] inline std::uint32_t flag_bits(V flags, int count) noexcept {
-    if (!any_positive(flags)) return 0;
+    if (!(fold_max<W / 2>(set, std::make_index_sequence<W>{})[0] > 0)) return 0;
     std::uint32_t bits = 0;
     for (int l = 0; l < W; ++l)
-        if (l < count && flags[l] != 0) bits |= std::uint32_t{1} << l;
+        if (set[l] != 0) bits |= std::uint32_t{1} << l;
     return bits;
+}
+#if defined(__x86_64__) || defined(__i386__)
+[[gnu::target(TESSERA_AVX512_TARGET)]] inline std::uint32_t positive_lanes(
+    vec_t<float, 16> x) noexcept {
+    return _mm512_cmp_ps_mask(__m512(x), _mm512_setzero_ps(), _CMP_GT_OQ);
+}
+[[gnu::target(TESSERA_AVX512_TARGET)]] inline std::uint32_t positive_lanes(
+    vec_t<double, 8> x) noexcept {
+    return _mm512_cmp_pd_mask(__m512d(x), _mm512_setzero_pd(), _CMP_GT_OQ);
+}
+[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(vec_t<float, 8> x) noexcept {
+    return static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(__m256(x), _mm256_setzero_ps(), _CMP_GT_OQ)));
+}
+[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(vec_t<double, 4> x) noexcept {
+    return static_cast<std::uint32_t>(
+        _mm256_movemask_pd(_mm256_cmp_pd(__m256d(x), _mm256_setzero_pd(), _CMP_GT_OQ)));
+}
+#if defined(__SSE2__)
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(vec_t<float, 4> x) noexcept {
+    return static_cast<std::uint32_t>(_mm_movemask_ps(_mm_cmpgt_ps(__m128(x), _mm_setzero_ps())));
+}
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(vec_t<double, 2> x) noexcept {
+    return static_cast<std::uint32_t>(_mm_movemask_pd(_mm_cmpgt_pd(__m128d(x), _mm_setzero_pd())));
+}
+#endif
+#endif
+
+/// The bits of lanes 0..count - 1 (count <= 32).
+constexpr std::uint32_t low_bits(int count) noexcept {
+    return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
+}
+
+/// The lanes below `count` whose flag is set, as bits.
+template <int W, class V>
+[[gnu::always_inline]] inline std::uint32_t flag_bits(V flags, int count) noexcept {
+    static_assert(W == lane_count<V>);
+    return positive_lanes(flags) & low_bits(count);
 }
 
 /// The items of block b (of W) among the `count` of a call.
@@ -125,11 +168,6 @@ template <int W>
 constexpr int block_count(int count, int b) noexcept {
     const int left = count - b * W;
     return left < 0 ? 0 : left < W ? left : W;
-}
-
-/// The bits of lanes 0..count - 1 (count <= 32).
-constexpr std::uint32_t low_bits(int count) noexcept {
-    return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
 }
 
 /// Above zero per lane where x is zero, subnormal, infinite or NaN (a NaN fails both comparisons),
@@ -905,7 +943,7 @@ template <int N, int B, class V, class Unfinished, class Sweep>
                 active[b] = unfinished(b) > T(0) ? one : V{};
                 any += active[b];
             }
-            if (!any_positive(any)) {
+            if (positive_lanes(any) == 0) {
                 for (V& x : stuck) x = V{};
                 return;
             }
@@ -1402,11 +1440,17 @@ template <lane_op Op, int W, int N, class T>
                                                        std::size_t& at) noexcept {
     constexpr int items_per_call = W * lane_blocks(Op, N);
     static_assert(items_per_call <= 32, "the bits of a call's items are a std::uint32_t");
-    for (; at < r.count; at += items_per_call) {
-        const std::size_t left = r.count - at;
+    // A local index: the blocks' stores may write anything as far as the compiler knows, `at`
+    // included, which it then stored and reloaded once per block.
+    for (std::size_t i = at; i < r.count; i += items_per_call) {
+        const std::size_t left = r.count - i;
         const int count = left < items_per_call ? static_cast<int>(left) : items_per_call;
-        if (const std::uint32_t redo = run_block<Op, W, N>(r, at, count)) return redo;
+        if (const std::uint32_t redo = run_block<Op, W, N>(r, i, count)) {
+            at = i;
+            return redo;
+        }
     }
+    at = r.count;
     return 0;
 }
 
