@@ -111,9 +111,11 @@ template <int H, class V, std::size_t... L>
 /// with it in the AVX-512 clone. The x86 overloads are inline, not always_inline: GCC inlines an
 /// always_inline function's callees into it first, and flag_bits has no target, so that would be
 /// an error; as they are, GCC inlines them once flag_bits sits in a kernel of their target (the
-/// objects keep no call to them).
+/// objects keep no call to them). They take x by reference: clang, which does not inline them where
+/// it is not asked to, would otherwise pass a 256- or 512-bit vector from flag_bits (no target) in
+/// memory to a function that takes it in a register.
 template <class V>
-[[gnu::always_inline]] inline std::uint32_t positive_lanes(V x) noexcept {
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(const V& x) noexcept {
     using T = elem_t<V>;
     constexpr int W = lane_count<V>;
     // 0 or 1 first, so that a NaN lane cannot hide the others from the comparisons of the fold.
@@ -126,26 +128,27 @@ template <class V>
 }
 #if defined(__x86_64__) || defined(__i386__)
 [[gnu::target(TESSERA_AVX512_TARGET)]] inline std::uint32_t positive_lanes(
-    vec_t<float, 16> x) noexcept {
+    const vec_t<float, 16>& x) noexcept {
     return _mm512_cmp_ps_mask(__m512(x), _mm512_setzero_ps(), _CMP_GT_OQ);
 }
 [[gnu::target(TESSERA_AVX512_TARGET)]] inline std::uint32_t positive_lanes(
-    vec_t<double, 8> x) noexcept {
+    const vec_t<double, 8>& x) noexcept {
     return _mm512_cmp_pd_mask(__m512d(x), _mm512_setzero_pd(), _CMP_GT_OQ);
 }
-[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(vec_t<float, 8> x) noexcept {
+[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(const vec_t<float, 8>& x) noexcept {
     return static_cast<std::uint32_t>(
         _mm256_movemask_ps(_mm256_cmp_ps(__m256(x), _mm256_setzero_ps(), _CMP_GT_OQ)));
 }
-[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(vec_t<double, 4> x) noexcept {
+[[gnu::target("avx2,fma")]] inline std::uint32_t positive_lanes(
+    const vec_t<double, 4>& x) noexcept {
     return static_cast<std::uint32_t>(
         _mm256_movemask_pd(_mm256_cmp_pd(__m256d(x), _mm256_setzero_pd(), _CMP_GT_OQ)));
 }
 #if defined(__SSE2__)
-[[gnu::always_inline]] inline std::uint32_t positive_lanes(vec_t<float, 4> x) noexcept {
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(const vec_t<float, 4>& x) noexcept {
     return static_cast<std::uint32_t>(_mm_movemask_ps(_mm_cmpgt_ps(__m128(x), _mm_setzero_ps())));
 }
-[[gnu::always_inline]] inline std::uint32_t positive_lanes(vec_t<double, 2> x) noexcept {
+[[gnu::always_inline]] inline std::uint32_t positive_lanes(const vec_t<double, 2>& x) noexcept {
     return static_cast<std::uint32_t>(_mm_movemask_pd(_mm_cmpgt_pd(__m128d(x), _mm_setzero_pd())));
 }
 #endif
