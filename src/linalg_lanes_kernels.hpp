@@ -41,7 +41,8 @@ namespace lanes {
 // Every helper here, lambdas included, is always inlined: a helper carries no target attribute,
 // so one left out of line is compiled for the build's baseline (a 512-bit vector in pieces of
 // 128), and a vector passed to it by value crosses two calling conventions. (The Jacobi sweeps'
-// lambdas were out of line until 2026-12-02.)
+// lambdas were out of line until 2026-12-02.) The one exception is positive_lanes' AVX-512 and
+// AVX2 overloads, which carry their clone's target and take their vector by reference.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 // The vectors below never cross a non-inlined call, so the ABI note is noise.
@@ -84,12 +85,13 @@ template <class V>
 /// Conditions are kept as flag vectors (1 where set, else 0, or sums of such) made by one select
 /// on one comparison each and combined by addition, never as comparison masks combined with & or
 /// |, nor as selects nested in selects (which GCC folds into such a combination): the helpers here
-/// carry no target attribute, so GCC (12) lowers a combination of 64-byte masks before they are
-/// inlined into a kernel, lane by lane, a scalar comparison each, and the AVX-512 clone ran at
-/// half the AVX2 clone's speed for it. For the same reason a vector built by selects of constants
-/// and compared again later (LU's pivot row and permutation) goes through `opaque` first: seen
-/// through once -O3 unrolls the loops, "row == 1" of "l2 ? 2 : l1 ? 1 : 0" folds into "l1 & ~l2"
-/// (3 x 3 solve and inverse in double ran 1.8-2.1x slower for it).
+/// carry no target attribute (but positive_lanes' overloads), so GCC (12) lowers a combination of
+/// 64-byte masks before they are inlined into a kernel, lane by lane, a scalar comparison each,
+/// and the AVX-512 clone ran at half the AVX2 clone's speed for it. For the same reason a vector
+/// built by selects of constants and compared again later (LU's pivot row and permutation) goes
+/// through `opaque` first: seen through once -O3 unrolls the loops, "row == 1" of
+/// "l2 ? 2 : l1 ? 1 : 0" folds into "l1 & ~l2" (3 x 3 solve and inverse in double ran 1.8-2.1x
+/// slower for it).
 
 /// The largest lane of x in lane 0: x against x turned by H lanes, then by H / 2, ..., 1.
 template <int H, class V, std::size_t... L>
@@ -103,17 +105,18 @@ template <int H, class V, std::size_t... L>
     }
 }
 
-/// The lanes of x above zero (a NaN lane is not), as bits: bit l for lane l. On x86 one comparison
-/// into a mask register or a movemask, by the overloads below, each with the target of the one
-/// clone whose vectors it takes (their width and element type say which); elsewhere a fold by
-/// shuffles, then a loop over the lanes. The fold is a chain of 2 log2(W) dependent instructions,
-/// in every block (flag_bits): 2 x 2 to 4 x 4 det, inverse and solve ran 1.1-1.3x slower per item
-/// with it in the AVX-512 clone. The x86 overloads are inline, not always_inline: GCC inlines an
+/// The lanes of x above zero (a NaN lane is not), as bits: bit l for lane l. On x86 a comparison
+/// into a mask register (AVX-512) or a comparison and a movemask (AVX2, SSE2), by the overloads
+/// below, each for the vectors of one clone (their width and element type say which); elsewhere a
+/// fold by shuffles, then a loop over the lanes. The fold is a chain of 2 log2(W) dependent
+/// instructions in every block (flag_bits): det at 2 x 2 to 4 x 4, and inverse, solve and cholesky
+/// at 2 x 2, ran up to 1.3x slower per item with it in the AVX-512 clone. The AVX-512 and AVX2
+/// overloads carry their clone's target and are inline, not always_inline: GCC inlines an
 /// always_inline function's callees into it first, and flag_bits has no target, so that would be
-/// an error; as they are, GCC inlines them once flag_bits sits in a kernel of their target (the
-/// objects keep no call to them). They take x by reference: clang, which does not inline them where
-/// it is not asked to, would otherwise pass a 256- or 512-bit vector from flag_bits (no target) in
-/// memory to a function that takes it in a register.
+/// an error; as they are, optimised builds inline them once flag_bits sits in a kernel of their
+/// target (the Release objects keep no call to them; at -O0 neither GCC nor clang inlines them).
+/// They take x by reference, so that no 256- or 512-bit vector is passed by value between
+/// functions of different targets, whose calling conventions may differ (clang warns of it).
 template <class V>
 [[gnu::always_inline]] inline std::uint32_t positive_lanes(const V& x) noexcept {
     using T = elem_t<V>;
