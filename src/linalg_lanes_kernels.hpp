@@ -162,11 +162,15 @@ constexpr std::uint32_t low_bits(int count) noexcept {
     return count >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << count) - 1;
 }
 
-/// The lanes below `count` whose flag is set, as bits.
+/// The lanes below `count` whose flag is set, as bits. None set, the usual case, returns a
+/// constant 0 at once, with which GCC lays out the rest of the block as before positive_lanes
+/// (bits & low_bits alone: cholesky 4x4 double 1.2-1.3x slower per item, det 2x2 float 1.2x).
 template <int W, class V>
 [[gnu::always_inline]] inline std::uint32_t flag_bits(V flags, int count) noexcept {
     static_assert(W == lane_count<V>);
-    return positive_lanes(flags) & low_bits(count);
+    const std::uint32_t bits = positive_lanes(flags);
+    if (bits == 0) return 0;
+    return bits & low_bits(count);
 }
 
 /// The items of block b (of W) among the `count` of a call.
