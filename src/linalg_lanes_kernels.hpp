@@ -165,9 +165,8 @@ constexpr std::uint32_t low_bits(int count) noexcept {
 /// The lanes below `count` whose flag is set, as bits. None set, the usual case, returns a
 /// constant 0 at once, with which GCC lays out the rest of the block as before positive_lanes
 /// (bits & low_bits alone: cholesky 4x4 double 1.2-1.3x slower per item, det 2x2 float 1.2x).
-template <int W, class V>
+template <class V>
 [[gnu::always_inline]] inline std::uint32_t flag_bits(V flags, int count) noexcept {
-    static_assert(W == lane_count<V>);
     const std::uint32_t bits = positive_lanes(flags);
     if (bits == 0) return 0;
     return bits & low_bits(count);
@@ -827,8 +826,8 @@ template <int N, int Closed, class V>
 
 // ---- symmetric eigenproblems and singular values: Jacobi rotations ------------------------------
 //
-// Conditions are flag vectors here too (see flag_bits), and a rotation needs them once per pair
-// and sweep.
+// Conditions are flag vectors here too (see the rule above fold_max), and a rotation needs them
+// once per pair and sweep.
 
 /// Sweeps over every pair (n = 3) after which a lane that still needs a rotation is handed back.
 /// Jacobi converges quadratically: 3 or 4 sweeps in float and double on random matrices.
@@ -867,8 +866,8 @@ template <int E, class V>
         largest = x > largest ? x : largest;
         nan += x != x ? one : V{};
     }
-    // Bad: NaN, infinite or subnormal; an exactly zero lane is not (single selects added, as
-    // flag_bits says).
+    // Bad: NaN, infinite or subnormal; an exactly zero lane is not (single selects added, as the
+    // rule above fold_max says).
     const V below_normal = largest >= std::numeric_limits<T>::min() ? V{} : one;
     bad = nan + (largest <= std::numeric_limits<T>::max() ? V{} : one) + below_normal -
           (largest == T(0) ? one : V{});
@@ -1138,7 +1137,7 @@ template <int W, int N, class T>
     const auto px = items<W>(r, 1, r.op[1], at, count);
     V a[N * N], x[N * N];
     load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
-    const std::uint32_t redo = flag_bits<W>(invert<N>(a, x), count);
+    const std::uint32_t redo = flag_bits(invert<N>(a, x), count);
     store<W, N, N>(x, px, redo, r.op[1].rs, r.op[1].cs);
     return redo;
 }
@@ -1156,8 +1155,8 @@ template <int W, int N, class T>
     // n kappa epsilon where the 3 x 3 and 4 x 4 closed forms reach 19 and 117 (closed_inverse).
     V inv[N * N], perm[N], sign, inv_diag[N];
     std::uint32_t redo;
-    if constexpr (N == 2) redo = flag_bits<W>(closed_inverse<2>(a, inv), count);
-    else redo = flag_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
+    if constexpr (N == 2) redo = flag_bits(closed_inverse<2>(a, inv), count);
+    else redo = flag_bits(factor_lu<N>(a, perm, sign, inv_diag), count);
     if (redo == low_bits(count)) return redo;
     // One right-hand side at a time; b may be exactly x, and each column is read before written.
     for (std::ptrdiff_t j = 0; j < r.k; ++j) {
@@ -1208,7 +1207,7 @@ template <int W, int N, class T>
     }
     for (int i = 0; i < N; ++i)
         for (int j = i + 1; j < N; ++j) m[i * N + j] = V{};
-    const std::uint32_t redo = flag_bits<W>(bad, count);
+    const std::uint32_t redo = flag_bits(bad, count);
     store<W, N, N>(m, pl, redo, r.op[1].rs, r.op[1].cs);
     return redo;
 }
@@ -1222,7 +1221,7 @@ template <int W, int N, class T>
     const auto pp = items<W>(r, 2, r.piv, at, count);
     V a[N * N], perm[N], sign, inv_diag[N];
     load<W, N, N>(a, pa, r.op[0].rs, r.op[0].cs);
-    const std::uint32_t redo = flag_bits<W>(factor_lu<N>(a, perm, sign, inv_diag), count);
+    const std::uint32_t redo = flag_bits(factor_lu<N>(a, perm, sign, inv_diag), count);
     store<W, N, N>(a, plu, redo, r.op[1].rs, r.op[1].cs);
     for (int l = 0; l < count; ++l) {
         if (redo & (std::uint32_t{1} << l)) continue;
@@ -1243,7 +1242,7 @@ template <int W, int N, int Closed, class T>
     load<W, N, N>(a, items<W>(r, 0, r.op[0], at, count), r.op[0].rs, r.op[0].cs);
     V bad;
     const V det = determinant<N, Closed>(a, bad);
-    redo = flag_bits<W>(bad, count);
+    redo = flag_bits(bad, count);
     return det;
 }
 
@@ -1324,7 +1323,7 @@ template <int W, int N, bool Vectors, class T>
     for (int b = 0; b < B; ++b) {
         for (int i = 0; i < N; ++i) w[b][i] = a[b][i * N + i] * scale[b];
         sort_columns<N, false>(w[b], Vectors ? v[b] : nullptr, nullptr);
-        redo |= flag_bits<W>(bad[b] + stuck[b], block_count<W>(count, b)) << (b * W);
+        redo |= flag_bits(bad[b] + stuck[b], block_count<W>(count, b)) << (b * W);
     }
     if (redo == low_bits(count)) return redo;
     for_each_block<W, B>(at, count, redo, [&](int b, std::size_t first, int c, std::uint32_t skip)
@@ -1410,7 +1409,7 @@ template <int W, int N, bool Vectors, class T>
     for (int b = 0; b < B; ++b) {
         bad[b] += stuck[b];
         finish_svd<N, Vectors>(a[b], v[b], sigma[b], scale[b], bad[b]);
-        redo |= flag_bits<W>(bad[b], block_count<W>(count, b)) << (b * W);
+        redo |= flag_bits(bad[b], block_count<W>(count, b)) << (b * W);
     }
     if (redo == low_bits(count)) return redo;
     constexpr int s_op = Vectors ? 2 : 1;
