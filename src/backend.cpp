@@ -273,11 +273,11 @@ struct overflow_workspace {
 };
 
 struct backend_core::cold_state {
-    cold_state(std::size_t table_size, std::size_t plan_cache_capacity)
-        : table(new workspace[table_size]),
-          table_plans(new plan_slots[table_size]),
+    cold_state(std::size_t slots, std::size_t plan_cache_capacity)
+        : table(new workspace[slots]),
+          table_plans(new plan_slots[slots]),
           plans(plan_cache_capacity) {
-        for (std::size_t i = 0; i < table_size; ++i) table[i].plans = &table_plans[i];
+        for (std::size_t i = 0; i < slots; ++i) table[i].plans = &table_plans[i];
     }
 
     std::unique_ptr<arena_state> arena;

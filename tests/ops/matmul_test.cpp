@@ -380,6 +380,20 @@ TEST_P(MatmulTest, BadInputThrowsBeforeWriting) {
         EXPECT_THROW(tessera::matmul(s, sq5, sq5, row5.view().broadcast_to({5, 5})),
                      tessera::alias_error);
         for (float x : row5.values()) ASSERT_EQ(x, 0.0f);
+
+        // Reversed operands (negative strides) span backwards from their first element: an out
+        // of rows 9 down to 5 is clear of rows 0-4 and is written; rows 5 down to 1 overlap them.
+        tensor<float> rows = tessera::zeros<float>(s, {10, 5});
+        const tensor_view<float> upper = rows.view().slice(0, 0, 5);
+        for (std::size_t i = 0; i < 25; ++i) rows.data()[i] = 1.0f;
+        const tensor_view<float> lower_reversed = rows.view().slice(0, 9, 4, -1);
+        tessera::matmul(s, upper, sq5, lower_reversed);
+        for (std::size_t i = 0; i < 50; ++i) ASSERT_EQ(rows.data()[i], i < 25 ? 1.0f : 5.0f) << i;
+        const tensor_view<float> middle_reversed = rows.view().slice(0, 5, 0, -1);
+        EXPECT_THROW(tessera::matmul(s, upper, sq5, middle_reversed), tessera::alias_error);
+        EXPECT_THROW(tessera::matmul(s, sq5, upper.flip(1), middle_reversed.flip(1)),
+                     tessera::alias_error);
+        for (std::size_t i = 0; i < 50; ++i) ASSERT_EQ(rows.data()[i], i < 25 ? 1.0f : 5.0f) << i;
     });
 }
 
