@@ -393,6 +393,15 @@ TEST_P(MatmulTest, BadInputThrowsBeforeWriting) {
         EXPECT_THROW(tessera::matmul(s, upper, sq5, middle_reversed), tessera::alias_error);
         EXPECT_THROW(tessera::matmul(s, sq5, upper.flip(1), middle_reversed.flip(1)),
                      tessera::alias_error);
+        // Only a reversed row reaches below its first element here: out is rows 4-8, columns 3
+        // down to 0, and a is element (4, 0) alone, broadcast.
+        const tensor_view<float> columns_reversed =
+            rows.view().slice(0, 4, 9).slice(1, 3, tessera::slice_end, -1);
+        const tensor_view<float> corner_element =
+            rows.view().slice(0, 4, 5).slice(1, 0, 1).broadcast_to({5, 1});
+        const tensor<float> b14 = tessera::full<float>(s, {1, 4}, 1.0f);
+        EXPECT_THROW(tessera::matmul(s, corner_element, b14, columns_reversed),
+                     tessera::alias_error);
         for (std::size_t i = 0; i < 50; ++i) ASSERT_EQ(rows.data()[i], i < 25 ? 1.0f : 5.0f) << i;
     });
 }
