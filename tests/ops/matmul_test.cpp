@@ -393,8 +393,8 @@ TEST_P(MatmulTest, BadInputThrowsBeforeWriting) {
         EXPECT_THROW(tessera::matmul(s, upper, sq5, middle_reversed), tessera::alias_error);
         EXPECT_THROW(tessera::matmul(s, sq5, upper.flip(1), middle_reversed.flip(1)),
                      tessera::alias_error);
-        // Only a reversed row reaches below its first element here: out is rows 4-8, columns 3
-        // down to 0, and a is element (4, 0) alone, broadcast.
+        // Only out's column span reaches below its first element here: out is rows 4-8, columns
+        // 3 down to 0 (a negative column stride), and a is element (4, 0) alone, broadcast.
         const tensor_view<float> columns_reversed =
             rows.view().slice(0, 4, 9).slice(1, 3, tessera::slice_end, -1);
         const tensor_view<float> corner_element =
