@@ -3,7 +3,9 @@
 // Eigen fixed-size product loop compiled for the build's target, the same loop compiled with
 // -march=native (the widest instructions tessera's kernels use here), and libxsmm's JIT kernels
 // when CMake found libxsmm, on the same data in the same run; also one matmul call per matrix
-// against the batched time plus the per-op cost. `--summary` prints the table.
+// against the batched time plus the per-op cost, and a floor under every implementation's time
+// (the batch's multiply-adds, its reads or its writes, whichever takes longest), measured in the
+// same run. `--summary` prints the table.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -29,6 +31,12 @@
 extern "C" bool tessera_bench_eigen_native(int bytes, int m, int k, int n, const void* a,
                                            const void* b, void* c, std::size_t batch);
 extern "C" const char* tessera_bench_eigen_native_simd();
+// The floors under the products, compiled the same way (bench/native/product_floors.cpp).
+extern "C" int tessera_bench_fma_chain_count();
+extern "C" bool tessera_bench_fma_chains(int bytes, int width_bytes, long steps, double* sink);
+extern "C" void tessera_bench_move_bytes(int bytes, bool write, const void* a, std::size_t a_count,
+                                         const void* b, std::size_t b_count, void* c,
+                                         std::size_t c_count, double* sink);
 
 namespace {
 
@@ -154,6 +162,62 @@ void bm_blocked(benchmark::State& state, small_shape z) {
     report(state, z, batch);
 }
 
+// Chains of vector multiply-adds at each width the CPU has, for the floor under the products.
+inline constexpr long fma_steps = 20000;
+inline constexpr int fma_widths[] = {16, 32, 64};
+
+template <class T>
+std::string fma_name(int width_bytes) {
+    return fmt::format("BM_SmallGemm_FmaChains_{}/{}bit", type_name<T>(), width_bytes * 8);
+}
+
+template <class T>
+void bm_fma_chains(benchmark::State& state, int width_bytes) {
+    double sink = 0;
+    for (auto _ : state) {
+        if (!tessera_bench_fma_chains(static_cast<int>(sizeof(T)), width_bytes, fma_steps, &sink)) {
+            state.SkipWithError("this CPU has no vectors this wide");
+            return;
+        }
+        benchmark::DoNotOptimize(sink);
+    }
+}
+
+// One read of the batch's A and B, or one write of its C, at the widest vectors.
+template <class T>
+void bm_move(benchmark::State& state, small_shape z, bool write) {
+    const std::size_t batch = batch_for<T>(z);
+    operands<T> x = make_operands<T>(z, batch);
+    double sink = 0;
+    for (auto _ : state) {
+        tessera_bench_move_bytes(static_cast<int>(sizeof(T)), write, x.a.data(), x.a.size(),
+                                 x.b.data(), x.b.size(), x.c.data(), x.c.size(), &sink);
+        benchmark::DoNotOptimize(sink);
+        benchmark::ClobberMemory();
+    }
+}
+
+// The floor under one batch's time, the longest of three things every implementation does: its
+// m k n multiply-adds a matrix at the most lanes a nanosecond any width gave; one read of A and B;
+// one write of C (bench/native/product_floors.cpp).
+template <class T>
+std::optional<double> floor_ns(const tessera_bench::results& r, const small_shape& z) {
+    std::optional<double> lanes_per_ns;
+    for (const int width : fma_widths) {
+        const std::optional<double> chains = tessera_bench::median_ns(r, fma_name<T>(width));
+        if (!chains) continue;
+        const double fmas = static_cast<double>(fma_steps) * tessera_bench_fma_chain_count();
+        const double rate = fmas * (width / static_cast<double>(sizeof(T))) / *chains;
+        if (!lanes_per_ns || rate > *lanes_per_ns) lanes_per_ns = rate;
+    }
+    const std::optional<double> read = tessera_bench::median_ns(r, bench_name<T>("Read", z));
+    const std::optional<double> write = tessera_bench::median_ns(r, bench_name<T>("Write", z));
+    if (!lanes_per_ns || !read || !write) return std::nullopt;
+    const double terms =
+        static_cast<double>(z.m) * z.k * z.n * static_cast<double>(batch_for<T>(z));
+    return std::max({terms / *lanes_per_ns, *read, *write});
+}
+
 template <class T>
 void bm_eigen(benchmark::State& state, small_shape z, bool native) {
     const std::size_t batch = batch_for<T>(z);
@@ -207,16 +271,26 @@ void bm_libxsmm(benchmark::State& state, small_shape z) {
 
 template <class T>
 void register_type() {
+    const auto setup = [](benchmark::internal::Benchmark* b) {
+        b->MinTime(0.05)->Repetitions(3)->ReportAggregatesOnly(true)->UseRealTime();
+    };
+    for (const int width : fma_widths)
+        setup(benchmark::RegisterBenchmark(
+            fma_name<T>(width).c_str(),
+            [width](benchmark::State& st) { bm_fma_chains<T>(st, width); }));
     for (const small_shape& z : small_shapes) {
-        const auto setup = [](benchmark::internal::Benchmark* b) {
-            b->MinTime(0.05)->Repetitions(3)->ReportAggregatesOnly(true)->UseRealTime();
-        };
         setup(benchmark::RegisterBenchmark(bench_name<T>("Tessera", z).c_str(),
                                            [z](benchmark::State& st) { bm_tessera<T>(st, z); }));
         setup(benchmark::RegisterBenchmark(bench_name<T>("PerMatrix", z).c_str(),
                                            [z](benchmark::State& st) { bm_per_matrix<T>(st, z); }));
         setup(benchmark::RegisterBenchmark(bench_name<T>("Blocked", z).c_str(),
                                            [z](benchmark::State& st) { bm_blocked<T>(st, z); }));
+        setup(benchmark::RegisterBenchmark(
+            bench_name<T>("Read", z).c_str(),
+            [z](benchmark::State& st) { bm_move<T>(st, z, false); }));
+        setup(benchmark::RegisterBenchmark(
+            bench_name<T>("Write", z).c_str(),
+            [z](benchmark::State& st) { bm_move<T>(st, z, true); }));
         setup(benchmark::RegisterBenchmark(
             bench_name<T>("EigenFixed", z).c_str(),
             [z](benchmark::State& st) { bm_eigen<T>(st, z, false); }));
@@ -242,11 +316,28 @@ void summary_rows(const tessera_bench::results& r, tessera_bench::summary_table&
                   tessera_bench::median_ns(r, bench_name<T>("Libxsmm", z)),
                   goal::speedup_at_least, 1.0);
 #endif
+        const std::optional<double> floor = floor_ns<T>(r, z);
+        table.add(
+            fmt::format("{} {:>8} L2, 1 thread: vs the floor", type_name<T>(), shape_label(z)),
+            tessera_bench::median_ns(r, tessera), floor, goal::info);
+#if defined(TESSERA_BENCH_LIBXSMM)
+        table.add(fmt::format("{} {:>8} L2, 1 thread: libxsmm's time vs the floor", type_name<T>(),
+                              shape_label(z)),
+                  tessera_bench::median_ns(r, bench_name<T>("Libxsmm", z)), floor, goal::info);
+#endif
         table.add(fmt::format("{} {:>8} L2, 1 thread: vs Eigen -march=native", type_name<T>(),
                               shape_label(z)),
                   tessera_bench::median_ns(r, tessera),
                   tessera_bench::median_ns(r, bench_name<T>("EigenNative", z)),
                   tiny ? goal::speedup_at_least : goal::info, 2.0);
+        if (tiny) {
+            // Below 1, the target asks for less time than the floor: no implementation meets it.
+            const std::optional<double> eigen =
+                tessera_bench::median_ns(r, bench_name<T>("EigenNative", z));
+            table.add(fmt::format("{} {:>8} L2, 1 thread: the 2x target's time vs the floor",
+                                  type_name<T>(), shape_label(z)),
+                      eigen ? std::optional<double>(*eigen / 2) : std::nullopt, floor, goal::info);
+        }
         table.add(fmt::format("{} {:>8} L2, 1 thread: vs Eigen default target", type_name<T>(),
                               shape_label(z)),
                   tessera_bench::median_ns(r, tessera),
@@ -274,7 +365,10 @@ void print_summary(const tessera_bench::results& r) {
     summary_rows<double>(r, table);
     fmt::print("small products of every shape: kernel variant {}, medians of 3 runs; a target "
                "row's ratio is the baseline's time over tessera's (info rows: tessera's over the "
-               "baseline's){}\n\n",
+               "baseline's); the floor is the longest of the batch's m k n multiply-adds a "
+               "matrix at the most lanes a nanosecond that chains of vector multiply-adds gave, "
+               "one read of its A and B, and one write of its C, each measured in this run (the "
+               "row naming libxsmm's time has it in tessera's column){}\n\n",
                tessera::detail::matmul_kernel_isa(),
 #if defined(TESSERA_BENCH_LIBXSMM)
                ""

@@ -9,45 +9,15 @@
 #include <cstring>
 
 #include "linalg_lanes_kernels.hpp"
+#include "native_vectors.hpp"
 
 namespace {
 
 using tessera::detail::vec_t;
 namespace lanes = tessera::detail::lanes;
 
-// The vector width of the level the library picks on this CPU (host_kernel_isa: AVX-512 with
-// F/VL/BW/DQ, AVX2 with FMA, else the baseline's 16 bytes).
-#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
-constexpr int vector_bytes = 64;
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr int vector_bytes = 32;
-#else
-constexpr int vector_bytes = 16;
-#endif
-
-/// The sum of the `count` elements at `in`, eight vectors at a time into eight sums, so that the
-/// loads and not the additions' latency set the pace (two loads a cycle against additions of
-/// three or four cycles).
-template <class T>
-T read_all(const T* in, std::size_t count) {
-    constexpr std::size_t w = vector_bytes / sizeof(T);
-    constexpr std::size_t sums = 8;
-    using V = vec_t<T, static_cast<int>(w)>;
-    V s[sums] = {};
-    std::size_t i = 0;
-    for (; i + sums * w <= count; i += sums * w)
-        for (std::size_t j = 0; j < sums; ++j) {
-            V x;
-            std::memcpy(&x, in + i + j * w, sizeof(V));
-            s[j] += x;
-        }
-    V t{};
-    for (const V& x : s) t += x;
-    T r = 0;
-    for (std::size_t l = 0; l < w; ++l) r += t[l];
-    for (; i < count; ++i) r += in[i];
-    return r;
-}
+using tessera_bench::native::read_all;
+using tessera_bench::native::vector_bytes;
 
 /// The batch's dense N x N items into lanes, W at a time, and back into `out` (Back) or summed
 /// into one vector per block written to `out` (so that every element is read and kept).
