@@ -1,6 +1,8 @@
 // bench/native/native_vectors.hpp - what the floors under the benchmarks' targets share
 // (lane_floors.cpp, product_floors.cpp), compiled with -march=native: the vector width of the
-// level the library's kernels use on this CPU, and one vectorised read of an array.
+// level the library's kernels use on this CPU, and one vectorised read of an array. Its
+// definitions follow -march: include it only in the tessera_bench_eigen_native library, whose
+// files all share one -march and whose symbols are hidden.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +24,9 @@ inline constexpr int vector_bytes = 16;
 
 /// The sum of the `count` elements at `in`, eight vectors at a time into eight sums, so that the
 /// loads and not the additions' latency set the pace (two loads a cycle against additions of
-/// three or four cycles).
+/// three or four cycles); the vectors left after the last eight and the elements after the last
+/// vector go into the sums too (the latter through a zeroed vector), so that no chain of scalar
+/// additions lengthens the read.
 template <class T>
 T read_all(const T* in, std::size_t count) {
     constexpr std::size_t w = vector_bytes / sizeof(T);
@@ -36,11 +40,18 @@ T read_all(const T* in, std::size_t count) {
             std::memcpy(&x, in + i + j * w, sizeof(V));
             s[j] += x;
         }
-    V t{};
-    for (const V& x : s) t += x;
+    for (std::size_t j = 0; i + w <= count; i += w, ++j) {
+        V x;
+        std::memcpy(&x, in + i, sizeof(V));
+        s[j] += x;
+    }
+    V last{};
+    std::memcpy(&last, in + i, (count - i) * sizeof(T));
+    s[sums - 1] += last;
+    for (std::size_t half = sums / 2; half > 0; half /= 2)
+        for (std::size_t j = 0; j < half; ++j) s[j] += s[j + half];
     T r = 0;
-    for (std::size_t l = 0; l < w; ++l) r += t[l];
-    for (; i < count; ++i) r += in[i];
+    for (std::size_t l = 0; l < w; ++l) r += s[0][l];
     return r;
 }
 

@@ -3,9 +3,9 @@
 // of its m k n terms, reads its operands and writes its result; each of the three takes some least
 // time on the machine, and none of them can be left out, so the longest of the three is a floor
 // under any implementation's time:
-// - the multiply-adds: the time one vector multiply-add takes at each width up to the widest the
-//   library's kernels use on this CPU (16, 32 and 64 bytes with AVX-512), measured on independent
-//   chains so that the rate at which they issue, not their latency, sets the pace;
+// - the multiply-adds: the time one vector multiply-add takes at each width (16, 32 and 64
+//   bytes), measured on independent chains so that the rate at which they issue, not their
+//   latency, sets the pace;
 // - the reads: one vectorised read of A and B;
 // - the writes: one vectorised write of C.
 #include <cstddef>
@@ -36,12 +36,18 @@ void write_all(T* out, std::size_t count) {
     for (; i < count; ++i) out[i] = value;
 }
 
-// Twelve chains: two multiply-adds a cycle of four cycles' latency keep eight in flight; twelve
-// and the two constants fit the sixteen registers of AVX2.
+// Enough chains to keep every multiply-add unit busy: two or four units of four cycles' latency
+// keep eight or sixteen in flight. Sixteen and the two constants fit the 32 vector registers of
+// AVX-512 and AArch64; twelve, the sixteen of AVX2.
+#if defined(__AVX512F__) || defined(__aarch64__)
+constexpr int chain_count = 16;
+#else
 constexpr int chain_count = 12;
+#endif
 
 // Each step is a multiply and an add, which -march=native with FMA contracts into one instruction
-// (GCC's default -ffp-contract=fast outside strict ISO mode, as the library's kernels rely on too).
+// (the file is compiled with -ffp-contract=fast, bench/CMakeLists.txt). Vectors wider than the
+// CPU's are compiled as two or four of its own, so they give at most its rate.
 template <class T, int Bytes>
 T chains(long steps) {
     constexpr int lanes = Bytes / static_cast<int>(sizeof(T));
@@ -53,28 +59,27 @@ T chains(long steps) {
     for (int i = 0; i < count; ++i) acc[i] = V{} + (s + static_cast<T>(i) / 1024);
     const V mul = V{} + s * static_cast<T>(0.999), add = V{} + s / 1024;
     for (long step = 0; step < steps; ++step)
-#pragma GCC unroll 12
+#pragma GCC unroll 16
         for (int i = 0; i < count; ++i) acc[i] = acc[i] * mul + add;
+    V total{};
+    for (int i = 0; i < count; ++i) total += acc[i];
     T sum{};
-    for (int i = 0; i < count; ++i) sum += acc[i][0];
+    for (int l = 0; l < lanes; ++l) sum += total[l];  // every lane used: none may be dropped
     return sum;
 }
 
 template <class T>
-bool run(int width_bytes, long steps, double* sink) {
-    if (width_bytes > vector_bytes) return false;  // compiled, but as two or four vectors
+void run(int width_bytes, long steps, double* sink) {
     switch (width_bytes) {
         case 16:
             *sink = static_cast<double>(chains<T, 16>(steps));
-            return true;
+            break;
         case 32:
             *sink = static_cast<double>(chains<T, 32>(steps));
-            return true;
-        case 64:
-            *sink = static_cast<double>(chains<T, 64>(steps));
-            return true;
+            break;
         default:
-            return false;
+            *sink = static_cast<double>(chains<T, 64>(steps));
+            break;
     }
 }
 
@@ -104,12 +109,13 @@ extern "C" __attribute__((visibility("default"))) void tessera_bench_move_bytes(
 }
 
 /// Runs `steps` steps of tessera_bench_fma_chain_count() independent vector multiply-adds of
-/// `bytes`-byte elements (4 or 8) at `width_bytes` (16, 32 or 64); false where that width is wider
-/// than the library's kernels use on this CPU.
-extern "C" __attribute__((visibility("default"))) bool tessera_bench_fma_chains(int bytes,
+/// `bytes`-byte elements (4 or 8) at `width_bytes` (16, 32 or 64).
+extern "C" __attribute__((visibility("default"))) void tessera_bench_fma_chains(int bytes,
                                                                                 int width_bytes,
                                                                                 long steps,
                                                                                 double* sink) {
-    return bytes == 4 ? run<float>(width_bytes, steps, sink)
-                      : run<double>(width_bytes, steps, sink);
+    if (bytes == 4)
+        run<float>(width_bytes, steps, sink);
+    else
+        run<double>(width_bytes, steps, sink);
 }

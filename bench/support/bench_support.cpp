@@ -110,6 +110,16 @@ std::optional<double> median_ns(const results& r, const std::string& name) {
     return it->second.median_ns;
 }
 
+std::optional<double> min_ns(const results& r, const std::string& name) {
+    const auto it = r.find(name);
+    if (it == r.end()) return std::nullopt;
+    return it->second.min_ns;
+}
+
+double min_statistic(const std::vector<double>& values) {
+    return values.empty() ? 0.0 : *std::min_element(values.begin(), values.end());
+}
+
 namespace {
 
 using benchmark::BenchmarkReporter;
@@ -155,8 +165,10 @@ public:
                 const std::size_t mid = sorted.size() / 2;
                 median = sorted.size() % 2 != 0 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
             }
+            std::optional<double> fastest = s.min;
+            if (!sorted.empty()) fastest = sorted.front();
             out[name] = result{s.mean.value_or(mean), s.median.value_or(s.mean ? *s.mean : median),
-                               s.counters};
+                               fastest, s.counters};
         }
         return out;
     }
@@ -166,6 +178,7 @@ private:
         std::vector<double> samples;  // per repetition, when repetitions are reported
         std::optional<double> mean;   // from the aggregates, when only those are reported
         std::optional<double> median;
+        std::optional<double> min;
         benchmark::UserCounters counters;
     };
 
@@ -193,6 +206,8 @@ private:
             s.counters = run.counters;
         } else if (run.aggregate_name == "median") {
             s.median = ns;
+        } else if (run.aggregate_name == "min") {
+            s.min = ns;
         }
     }
 

@@ -33,6 +33,8 @@ void print_machine_facts(std::FILE* out);
 struct result {
     double mean_ns = 0;    ///< mean over the repetitions (the single run's time without them)
     double median_ns = 0;  ///< median over the repetitions; equals mean_ns without them
+    /// fastest repetition, where the repetitions or a "min" statistic were reported (floors)
+    std::optional<double> min_ns;
     benchmark::UserCounters counters;  ///< the mean aggregate's counters, else the last run's
 };
 
@@ -43,6 +45,15 @@ using results = std::map<std::string, result>;
 /// Returns the median time per iteration (ns) of benchmark `name`, or nothing if it did not run
 /// (filtered out, or it failed).
 std::optional<double> median_ns(const results& r, const std::string& name);
+
+/// Returns the fastest repetition's time per iteration (ns) of benchmark `name`, or nothing if it
+/// did not run or reported neither its repetitions nor min_statistic. Noise only slows a run, so
+/// a floor takes its fastest.
+std::optional<double> min_ns(const results& r, const std::string& name);
+
+/// The statistic that adds a "min" aggregate to a benchmark reporting only aggregates:
+/// `->ComputeStatistics("min", tessera_bench::min_statistic)`.
+double min_statistic(const std::vector<double>& values);
 
 /// Runs every registered benchmark and, with --summary, calls `summary(results)` at the end.
 ///
