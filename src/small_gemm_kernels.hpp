@@ -170,14 +170,20 @@ template <class T>
 inline constexpr int width = lanes<kernel_isa::avx512, T>;
 using mask = unsigned;
 
-// The most vectors in one panel, and the most rows in one block: 8, 16 or 24 accumulators (of 32
-// registers), enough rows to cover the multiply-adds' latency. More rows measured slower, as each
-// row's offset into A takes a general register and 12 of them spill: twelve rows of two vectors
-// 1.2-1.4x slower than eight (12x12x12 double, 24 floats wide), twelve rows of one vector
-// 1.04-1.19x slower at 9 to 12 float rows. Six rows of one vector: 0.73-0.94x the speed of
-// eight at 7 and 10 rows.
+// The most vectors in one panel, and the most rows in a block of a panel of `vectors` vectors:
+// 16, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds' latency
+// and to read each row of B as few times as the registers allow. Measured on Zen 5 against
+// blocks of at most 8 rows (with the rows addressed in threes, below): 16x64x16 float 1.11x,
+// 10x10x10 float 1.18x, 10x10x10 double 1.05x faster.
 inline constexpr int max_panel_vectors = 3;
-inline constexpr int max_rows = 8;
+constexpr int max_rows(int vectors) noexcept { return vectors == 1 ? 16 : vectors == 2 ? 12 : 8; }
+
+// A block addresses the rows of A in groups of `row_group`, each group from a pointer of its
+// own and each row of a group at the same multiple of A's row stride from its pointer: seven
+// general registers for sixteen rows, where an offset per row would take fifteen and spill
+// (measured on Zen 5 against an offset per row: 5x5x5 double 1.11x, 10x10x10 float 1.18x,
+// 12x12x12 double 1.13x faster).
+inline constexpr int row_group = 3;
 
 // The first L lanes of memory, those of `lanes` only where `Masked` (the others zero). A panel's
 // tail reads as few lanes as its columns allow (a wider access would cross more cache lines).
@@ -224,6 +230,20 @@ template <class T, int L>
         _mm_mask_storeu_pd(to, k8, v);
 }
 
+// Every lane of a vector set to e, in a register of its own: the empty asm keeps compilers from
+// folding the load back into each use.
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> broadcast(
+    T e) noexcept {
+    vec_t<T, width<T>> v;
+    if constexpr (sizeof(T) == 4)
+        v = _mm512_set1_ps(e);
+    else
+        v = _mm512_set1_pd(e);
+    asm("" : "+v"(v));
+    return v;
+}
+
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
 struct run {
     std::ptrdiff_t column;      // the panel's first column
@@ -243,9 +263,7 @@ template <class T, int NV, int TL, int R>
     constexpr int W = width<T>;
     constexpr int F = NV - 1;  // full vectors before the tail
     // The tail computes at its own width: a narrower multiply-add issues at twice the rate on
-    // CPUs that split 512-bit operations in two, such as AMD's Zen 4. Each multiply-add reads A's
-    // element as its own broadcast operand, so a row of two vectors loads it twice; the loads
-    // cost less than the wide tail did (20x20x20 float 1.27x, 10x10x10 double 1.27x faster).
+    // CPUs that split 512-bit operations in two, such as AMD's Zen 4.
     using VW = vec_t<T, W>;
     using VT = vec_t<T, TL>;
     VW acc[R][NV > 1 ? F : 1];
@@ -256,6 +274,13 @@ template <class T, int NV, int TL, int R>
         for (int v = 0; v < F; ++v) acc[r][v] = VW{};
         tail_acc[r] = VT{};
     }
+    constexpr int groups = (R + row_group - 1) / row_group;
+    const T* group_rows[groups];  // the first row of each group
+    std::ptrdiff_t in_group[row_group];  // the offset of each row of a group from its first
+#pragma GCC unroll 16
+    for (int g = 0; g < groups; ++g) group_rows[g] = a + g * row_group * x.a_rs;
+#pragma GCC unroll 4
+    for (int i = 0; i < row_group; ++i) in_group[i] = i * x.a_rs;
     const auto step = [&]<bool Masked>(std::ptrdiff_t p)
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         const T* const from = b + p * x.b_rs;
@@ -265,10 +290,21 @@ template <class T, int NV, int TL, int R>
         const VT tail = load<T, TL, Masked>(from + F * W, q.tail);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-            const T e = a[r * x.a_rs + p * x.a_cs];
+            const T* const e = group_rows[r / row_group] + p * x.a_cs + in_group[r % row_group];
+            if constexpr (F == 0) {
+                tail_acc[r] += *e * tail;  // the load folds into the multiply-add as a broadcast
+            } else {
+                // A row of two vectors or more broadcasts its element of A into a register once;
+                // compilers otherwise fold a broadcast load into every multiply-add, and on Zen 5
+                // those loads bind (10x10x10 double 1.40x, 20x20x20 float 1.38x, 12x12x12
+                // double 1.45x slower than one broadcast a row).
+                VW wide = broadcast<T>(*e);
 #pragma GCC unroll 4
-            for (int v = 0; v < F; ++v) acc[r][v] += e * row[v];
-            tail_acc[r] += e * tail;
+                for (int v = 0; v < F; ++v) acc[r][v] += wide * row[v];
+                VT narrow;  // the tail's lanes of it
+                std::memcpy(&narrow, &wide, sizeof(VT));
+                tail_acc[r] += narrow * tail;
+            }
         }
     };
     std::ptrdiff_t p = 0;
@@ -319,14 +355,14 @@ template <class T, int NV, int TL, int R>
     }
 }
 
-// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_rows rows.
+// rows_run for NV vectors, a tail of TL lanes and blocks of 1 .. max_rows(NV) rows.
 template <class T, int NV, int TL, int... R>
 constexpr std::array<run_fn<T>, sizeof...(R)> rows_runs(std::integer_sequence<int, R...>) noexcept {
     return {&rows_run<T, NV, TL, R + 1>...};
 }
 template <class T, int NV>
-constexpr std::array<std::array<run_fn<T>, max_rows>, 3> panel_runs() noexcept {
-    constexpr auto rows = std::make_integer_sequence<int, max_rows>{};
+constexpr std::array<std::array<run_fn<T>, max_rows(NV)>, 3> panel_runs() noexcept {
+    constexpr auto rows = std::make_integer_sequence<int, max_rows(NV)>{};
     return {rows_runs<T, NV, width<T> / 4>(rows), rows_runs<T, NV, width<T> / 2>(rows),
             rows_runs<T, NV, width<T>>(rows)};
 }
@@ -355,8 +391,10 @@ constexpr row_cut cut_rows(int m, int most) noexcept {
 // single product plans its one matrix, and the run-time divisions of planning it on the spot cost
 // about 20 ns a call.
 inline constexpr auto row_cuts = [] {
-    std::array<row_cut, small_gemm_max + 1> cuts{};
-    for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m) cuts[m] = cut_rows(m, max_rows);
+    std::array<std::array<row_cut, small_gemm_max + 1>, max_panel_vectors + 1> cuts{};
+    for (int vectors = 1; vectors <= max_panel_vectors; ++vectors)
+        for (int m = 1; m <= static_cast<int>(small_gemm_max); ++m)
+            cuts[vectors][m] = cut_rows(m, max_rows(vectors));
     return cuts;
 }();
 inline constexpr int most_vectors = static_cast<int>(small_gemm_max) / width<double>;
@@ -623,9 +661,9 @@ template <class T>
 
 // Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
 // near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
-// height as its largest block allows (10 rows: two of 5, never 8 + 2), so that no block is left
-// with too few accumulators to cover the latency. Each panel runs as one group of blocks, or two
-// where the heights differ by one.
+// height as its largest block allows (20 rows of one vector: two of 10, never 16 + 4), so that
+// no block is left with too few accumulators to cover the latency. Each panel runs as one group
+// of blocks, or two where the heights differ by one.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
@@ -646,7 +684,7 @@ template <class T>
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
         if (nv == 0) break;
-        const row_cut cut = row_cuts[m];
+        const row_cut cut = row_cuts[static_cast<std::size_t>(nv)][m];
         const bool last = column + nv * W >= x.n;
         const int t = last ? tail : 2;
         const mask lanes = (1u << (last ? left : W)) - 1;

@@ -687,13 +687,14 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
     std::mt19937_64 rng(seed);
     be.run([&](session& s) {
         // Written only (the last vector of a row may overlap the one before it), every side
-        // 1..20; then on both sides of every block width and height, read and written (each
-        // column once) and scaled with beta = 0 (written only again); then the wide panels
-        // (three vectors of 16 floats), the row groups of tall matrices (blocks of unequal
-        // height) and the largest sides.
+        // 1..20; then on both sides of every block width and height (AVX-512: blocks of up to
+        // 16, 12 or 8 rows by one, two or three vectors), read and written (each column once)
+        // and scaled with beta = 0 (written only again); then the wide panels (three vectors of
+        // 16 floats), the row groups of tall matrices (blocks of unequal height) and the
+        // largest sides.
         std::vector<std::size_t> every(20);
         for (std::size_t i = 0; i < every.size(); ++i) every[i] = i + 1;
-        const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 20};
+        const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20};
         const std::vector<std::size_t> tall = {23, 25, 37, 64}, deep = {1, 3, 64},
                                         wide = {21, 24, 25, 31, 33, 36, 37, 40, 47, 48, 49, 64},
                                         narrow = {1, 5, 8, 9, 16}, taller = {23, 25, 35};
