@@ -172,17 +172,18 @@ using mask = unsigned;
 
 // The most vectors in one panel, and the most rows in a block of a panel of `vectors` vectors:
 // 16, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds' latency
-// and to read each row of B as few times as the registers allow. Measured on Zen 5 against
-// blocks of at most 8 rows (with the rows addressed in threes, below): 16x64x16 float 1.11x,
-// 10x10x10 float 1.18x, 10x10x10 double 1.05x faster.
+// and to read each row of B as few times as the registers allow. Measured on Zen 5, with the
+// rows addressed in groups (below), against blocks of at most 8 rows with an offset a row:
+// 16x64x16 float 1.11x, 10x10x10 float 1.18x, 5x5x5 float and double 1.11-1.13x faster. (Two
+// vectors: one block of 12 rows measured 0.92x two of 6 at 12x12x12 double, one of 11 rows
+// 1.17x blocks of 6 and 5 at 11x11x11.)
 inline constexpr int max_panel_vectors = 3;
 constexpr int max_rows(int vectors) noexcept { return vectors == 1 ? 16 : vectors == 2 ? 12 : 8; }
 
 // A block addresses the rows of A in groups of `row_group`, each group from a pointer of its
 // own and each row of a group at the same multiple of A's row stride from its pointer: seven
-// general registers for sixteen rows, where an offset per row would take fifteen and spill
-// (measured on Zen 5 against an offset per row: 5x5x5 double 1.11x, 10x10x10 float 1.18x,
-// 12x12x12 double 1.13x faster).
+// general registers for sixteen rows, where an offset per row would take fifteen and spill.
+// Groups of three measured 1.07-1.08x faster than groups of four at 10x10x10 double.
 inline constexpr int row_group = 3;
 
 // The first L lanes of memory, those of `lanes` only where `Masked` (the others zero). A panel's
