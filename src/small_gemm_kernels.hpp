@@ -76,8 +76,11 @@ template <class T, int L, int NV, int R>
             T* const to = c + r * x.c_rs + at(v);
             V out = acc[r][v];
             if (x.accumulate) {
-                // BLAS convention, as naive_product: a zero beta does not read C.
-                out = x.alpha * out;
+                // BLAS convention, as naive_product: a zero beta does not read C. alpha s is
+                // rounded on its own (opaque), so that beta c is the product fused into the
+                // addition in every row: left to it, GCC fused alpha s in some rows of a block and
+                // beta c in others, and a row's bits followed its place in the block.
+                out = opaque(x.alpha * out);
                 if (x.beta != T{0}) {
                     V old;
                     std::memcpy(&old, to, sizeof(V));
@@ -171,19 +174,20 @@ inline constexpr int width = lanes<kernel_isa::avx512, T>;
 using mask = unsigned;
 
 // The most vectors in one panel, and the most rows in a block of a panel of `vectors` vectors:
-// 16, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds' latency
-// and to read each row of B as few times as the registers allow. Measured on Zen 5, with the
-// rows addressed in groups (below), against blocks of at most 8 rows with an offset a row:
-// 16x64x16 float 1.11x, 10x10x10 float 1.18x, 5x5x5 float and double 1.11-1.13x faster. (Two
-// vectors: one block of 12 rows measured 0.92x two of 6 at 12x12x12 double, one of 11 rows
+// 16, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds' latency;
+// the heights are those measured fastest, not the most the registers hold. Measured on Zen 5,
+// with the rows addressed in groups (below), against blocks of at most 8 rows with an offset a
+// row: 16x64x16 float 1.11x, 10x10x10 float 1.18x, 5x5x5 float and double 1.11-1.13x faster.
+// (Two vectors: one block of 12 rows measured 0.92x two of 6 at 12x12x12 double, one of 11 rows
 // 1.17x blocks of 6 and 5 at 11x11x11.)
 inline constexpr int max_panel_vectors = 3;
 constexpr int max_rows(int vectors) noexcept { return vectors == 1 ? 16 : vectors == 2 ? 12 : 8; }
 
 // A block addresses the rows of A in groups of `row_group`, each group from a pointer of its
-// own and each row of a group at the same multiple of A's row stride from its pointer: seven
-// general registers for sixteen rows, where an offset per row would take fifteen and spill.
-// Groups of three measured 1.07-1.08x faster than groups of four at 10x10x10 double.
+// own and each row of a group at the same multiple of A's row stride from its pointer: nine
+// general registers for sixteen rows (six pointers, three offsets), where an offset per row would
+// take fifteen and spill. Groups of three measured 1.07-1.08x faster than groups of four at
+// 10x10x10 double.
 inline constexpr int row_group = 3;
 
 // The first L lanes of memory, those of `lanes` only where `Masked` (the others zero). A panel's
@@ -297,8 +301,8 @@ template <class T, int NV, int TL, int R>
             } else {
                 // A row of two vectors or more broadcasts its element of A into a register once;
                 // compilers otherwise fold a broadcast load into every multiply-add, and on Zen 5
-                // those loads bind (10x10x10 double 1.40x, 20x20x20 float 1.38x, 12x12x12
-                // double 1.45x slower than one broadcast a row).
+                // those loads bind (10x10x10 double 1.39x, 20x20x20 float 1.38x, 12x12x12
+                // double 1.43x slower than one broadcast a row).
                 VW wide = broadcast<T>(*e);
 #pragma GCC unroll 4
                 for (int v = 0; v < F; ++v) acc[r][v] += wide * row[v];
@@ -318,7 +322,7 @@ template <class T, int NV, int TL, int R>
         for (int v = 0; v < F; ++v) {
             VW out = acc[r][v];
             if (x.accumulate) {
-                out = x.alpha * out;
+                out = opaque(x.alpha * out);  // as in block() above
                 if (x.beta != T{0}) {
                     VW old;
                     std::memcpy(&old, to + v * W, sizeof(VW));
@@ -329,7 +333,7 @@ template <class T, int NV, int TL, int R>
         }
         VT out = tail_acc[r];
         if (x.accumulate) {
-            out = x.alpha * out;
+            out = opaque(x.alpha * out);
             if (x.beta != T{0}) out += x.beta * load<T, TL, true>(to + F * W, q.tail);
         }
         store<T, TL>(to + F * W, q.tail, out);
@@ -574,7 +578,7 @@ template <class T, int L, int N>
     const int count = std::popcount(stored);
     const auto element = [&x, to](int e) -> T& { return to[e / N * x.c_rs + e % N]; };
     if (x.accumulate) {
-        out = x.alpha * out;
+        out = opaque(x.alpha * out);  // as in the blocks above
         if (x.beta != T{0}) {
             V old;
             if (dense) {

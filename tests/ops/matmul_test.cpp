@@ -690,8 +690,8 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
         // 1..20; then on both sides of every block width and height (AVX-512: blocks of up to
         // 16, 12 or 8 rows by one, two or three vectors), read and written (each column once)
         // and scaled with beta = 0 (written only again); then the wide panels (three vectors of
-        // 16 floats), the row groups of tall matrices (blocks of unequal height) and the
-        // largest sides.
+        // 16 floats), the row groups of tall matrices (blocks of unequal height), the largest
+        // sides and low blocks of wide rows.
         std::vector<std::size_t> every(20);
         for (std::size_t i = 0; i < every.size(); ++i) every[i] = i + 1;
         const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20};
@@ -710,6 +710,12 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
         check_blocked_shapes<double>(s, rng, tall, wide, deep, false, 0.0);
         check_blocked_shapes<float>(s, rng, taller, narrow, deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, taller, narrow, deep, true, -1.3);
+        // Low blocks of two and three vectors (float rows of 17-48 columns, double 9-24).
+        const std::vector<std::size_t> low = {2, 3, 5, 6, 7}, two_three = {12, 16, 21, 24, 28,
+                                                                             32, 36, 40, 48},
+                                        one_deep = {3};
+        check_blocked_shapes<float>(s, rng, low, two_three, one_deep, true, -1.3f);
+        check_blocked_shapes<double>(s, rng, low, two_three, one_deep, true, -1.3);
     });
 }
 
@@ -766,6 +772,57 @@ TEST(BlockedKernelTest, AccessesOfAAndBAndCStayInsideThemAndGiveTheBitsOfMaskedR
     std::mt19937_64 rng(seed);
     check_accesses_stay_inside<float>(rng);
     check_accesses_stay_inside<double>(rng);
+}
+
+// White-box: each row of C has the bits of that row's product computed alone (m = 1), plain and
+// in the accumulate form, whatever block the row falls in and wherever in it: the kernels cut the
+// rows by m, and a result that followed the cut (say, a compiler fusing alpha s + beta c one way
+// for one row of a block and the other way for the next) would change bits with the shape around
+// the row. Three columns or more: products of one or two columns of four rows or more take the
+// dot-product path, whose sums run across k.
+template <class T>
+void check_rows_alone(std::mt19937_64& rng) {
+    using tessera::detail::kernel_isa;
+    const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+    for (const std::size_t m : {5u, 9u, 13u, 16u, 17u, 25u})
+        for (const std::size_t n : {3u, 5u, 12u, 20u, 33u, 40u})
+            for (const std::size_t k : {4u, 17u}) {
+                std::vector<T> a(m * k), b(k * n), c0(m * n);
+                for (T& v : a) v = static_cast<T>(dist(rng));
+                for (T& v : b) v = static_cast<T>(dist(rng));
+                for (T& v : c0) v = static_cast<T>(dist(rng));
+                for (unsigned isa = 0; isa <= host; ++isa)
+                    for (const bool accumulate : {false, true}) {
+                        const T alpha = accumulate ? T{0.7} : T{1}, beta = accumulate ? T{-1.3} : T{0};
+                        std::vector<T> whole = c0, alone = c0;
+                        tessera::detail::run_small_gemm<T>(
+                            static_cast<kernel_isa>(isa),
+                            {sz(m), sz(n), sz(k), a.data(), sz(k), 1, 0, b.data(), sz(n), 0,
+                             whole.data(), sz(n), 0, 1, accumulate, alpha, beta});
+                        for (std::size_t i = 0; i < m; ++i)
+                            tessera::detail::run_small_gemm<T>(
+                                static_cast<kernel_isa>(isa),
+                                {1, sz(n), sz(k), a.data() + i * k, sz(k), 1, 0, b.data(), sz(n), 0,
+                                 alone.data() + i * n, sz(n), 0, 1, accumulate, alpha, beta});
+                        for (std::size_t i = 0; i < m; ++i)
+                            EXPECT_EQ(std::memcmp(whole.data() + i * n, alone.data() + i * n,
+                                                  n * sizeof(T)),
+                                      0)
+                                << tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))
+                                << " " << m << "x" << k << "x" << n << " row " << i
+                                << (accumulate ? " (alpha, beta)" : "");
+                    }
+            }
+}
+
+TEST(BlockedKernelTest, EveryRowHasTheBitsOfItsProductAlone) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    check_rows_alone<float>(rng);
+    check_rows_alone<double>(rng);
 }
 
 TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
