@@ -18,8 +18,9 @@ template <class V>
 [[gnu::always_inline]] inline V opaque(V v) noexcept {
 #if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
     // clang checks the operand's size against the function's own target, before inlining into
-    // the kernels' AVX2 and AVX-512 clones: wider vectors go through memory there.
-    if constexpr (sizeof(V) <= 16)
+    // the kernels' AVX2 and AVX-512 clones: wider vectors go through memory there, and so do
+    // narrower ones (two floats), which its register allocator rejects.
+    if constexpr (sizeof(V) == 16)
         asm("" : "+v"(v));
     else
         asm("" : "+m"(v));

@@ -235,18 +235,23 @@ template <class T, int L>
         _mm_mask_storeu_pd(to, k8, v);
 }
 
-// Every lane of a vector set to e, in a register of its own: the empty asm keeps compilers from
-// folding the load back into each use.
+// opaque() (src/simd_vector.hpp) for this level's functions, which carry the AVX-512 target: a
+// function without it may not take their 256- and 512-bit vectors (clang rejects the call).
+template <class V>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline V opaque_avx512(V v) noexcept {
+    asm("" : "+v"(v));
+    return v;
+}
+
+// Every lane of a vector set to e, in a register of its own: opaque keeps compilers from folding
+// the load back into each use.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> broadcast(
     T e) noexcept {
-    vec_t<T, width<T>> v;
     if constexpr (sizeof(T) == 4)
-        v = _mm512_set1_ps(e);
+        return opaque_avx512<vec_t<T, width<T>>>(_mm512_set1_ps(e));
     else
-        v = _mm512_set1_pd(e);
-    asm("" : "+v"(v));
-    return v;
+        return opaque_avx512<vec_t<T, width<T>>>(_mm512_set1_pd(e));
 }
 
 // One group of equal blocks of one panel, run over the whole batch by `rows_run` below.
@@ -322,7 +327,7 @@ template <class T, int NV, int TL, int R>
         for (int v = 0; v < F; ++v) {
             VW out = acc[r][v];
             if (x.accumulate) {
-                out = opaque(x.alpha * out);  // as in block() above
+                out = opaque_avx512(x.alpha * out);  // as in block() above
                 if (x.beta != T{0}) {
                     VW old;
                     std::memcpy(&old, to + v * W, sizeof(VW));
@@ -333,7 +338,7 @@ template <class T, int NV, int TL, int R>
         }
         VT out = tail_acc[r];
         if (x.accumulate) {
-            out = opaque(x.alpha * out);
+            out = opaque_avx512(x.alpha * out);
             if (x.beta != T{0}) out += x.beta * load<T, TL, true>(to + F * W, q.tail);
         }
         store<T, TL>(to + F * W, q.tail, out);
@@ -578,7 +583,7 @@ template <class T, int L, int N>
     const int count = std::popcount(stored);
     const auto element = [&x, to](int e) -> T& { return to[e / N * x.c_rs + e % N]; };
     if (x.accumulate) {
-        out = opaque(x.alpha * out);  // as in the blocks above
+        out = opaque_avx512(x.alpha * out);  // as in the blocks above
         if (x.beta != T{0}) {
             V old;
             if (dense) {
