@@ -19,7 +19,8 @@ template <class V>
 #if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
     // clang checks the operand's size against the function's own target, before inlining into
     // the kernels' AVX2 and AVX-512 clones: wider vectors go through memory there, and so do
-    // narrower ones (two floats), which its register allocator rejects.
+    // narrower ones and scalars, some of which its register allocator rejected in the
+    // small-product kernels.
     if constexpr (sizeof(V) == 16)
         asm("" : "+v"(v));
     else

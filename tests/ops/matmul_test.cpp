@@ -711,9 +711,8 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
         check_blocked_shapes<float>(s, rng, taller, narrow, deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, taller, narrow, deep, true, -1.3);
         // Low blocks of two and three vectors (float rows of 17-48 columns, double 9-24).
-        const std::vector<std::size_t> low = {2, 3, 5, 6, 7}, two_three = {12, 16, 21, 24, 28,
-                                                                             32, 36, 40, 48},
-                                        one_deep = {3};
+        const std::vector<std::size_t> low = {2, 3, 5, 6, 7}, one_deep = {3};
+        const std::vector<std::size_t> two_three = {12, 16, 21, 24, 28, 32, 36, 40, 48};
         check_blocked_shapes<float>(s, rng, low, two_three, one_deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, low, two_three, one_deep, true, -1.3);
     });
@@ -795,7 +794,8 @@ void check_rows_alone(std::mt19937_64& rng) {
                 for (T& v : c0) v = static_cast<T>(dist(rng));
                 for (unsigned isa = 0; isa <= host; ++isa)
                     for (const bool accumulate : {false, true}) {
-                        const T alpha = accumulate ? T{0.7} : T{1}, beta = accumulate ? T{-1.3} : T{0};
+                        const T alpha = accumulate ? T{0.7} : T{1};
+                        const T beta = accumulate ? T{-1.3} : T{0};
                         std::vector<T> whole = c0, alone = c0;
                         tessera::detail::run_small_gemm<T>(
                             static_cast<kernel_isa>(isa),
