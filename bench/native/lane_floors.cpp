@@ -29,7 +29,7 @@ void move_through_lanes(const T* in, T* out, std::size_t batch) {
         V m[N * N];
         lanes::load<W, N, N>(m, lanes::lane_items<W, const T>{in + at * N * N, N * N, W}, N, 1);
         // Between load and store the optimiser must not see that one undoes the other.
-        for (V& x : m) x = lanes::opaque(x);
+        for (V& x : m) x = tessera::detail::opaque(x);
         if constexpr (Back) {
             lanes::store<W, N, N>(m, lanes::lane_items<W, T>{out + at * N * N, N * N, W}, 0, N, 1);
         } else {
