@@ -691,13 +691,22 @@ template <class T>
         whole_rows = x.k;
     else if (x.b_rs == x.n)  // all but the last ceil(past / n) rows; one unless n < past
         whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past <= x.n ? 1 : (past + x.n - 1) / x.n));
+    const mask tail_lanes = (1u << left) - 1;
+    if (vectors <= max_panel_vectors) {
+        // One panel of equal blocks (most shapes up to the block heights): the one call the loop
+        // below would make, without the loop, whose cost a single product pays on every call
+        // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop).
+        const row_cut cut = row_cuts[static_cast<std::size_t>(vectors)][m];
+        if (cut.taller == 0)
+            return rows_run_for<T>(vectors, tail, cut.rows)(x, {0, 0, cut.blocks, tail_lanes, whole_rows});
+    }
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
         if (nv == 0) break;
         const row_cut cut = row_cuts[static_cast<std::size_t>(nv)][m];
         const bool last = column + nv * W >= x.n;
         const int t = last ? tail : 2;
-        const mask lanes = (1u << (last ? left : W)) - 1;
+        const mask lanes = last ? tail_lanes : (1u << W) - 1;
         const std::ptrdiff_t whole = last ? whole_rows : x.k;
         if (cut.taller > 0)
             rows_run_for<T>(nv, t, cut.rows + 1)(x, {column, 0, cut.taller, lanes, whole});
