@@ -698,7 +698,8 @@ template <class T>
         // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop).
         const row_cut cut = row_cuts[static_cast<std::size_t>(vectors)][m];
         if (cut.taller == 0)
-            return rows_run_for<T>(vectors, tail, cut.rows)(x, {0, 0, cut.blocks, tail_lanes, whole_rows});
+            return rows_run_for<T>(vectors, tail, cut.rows)(
+                x, {0, 0, cut.blocks, tail_lanes, whole_rows});
     }
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
