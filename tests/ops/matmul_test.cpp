@@ -515,41 +515,64 @@ TEST_P(BatchedMatmulTest, MatchesTheReferenceForEverySizeClassAndType) {
 }
 
 // White-box: every compiled variant this CPU can run, not only the one it picks, for every
-// kernel shape, with dense, shared-b and strided batches.
+// kernel shape, with dense, shared-b and strided batches (a gap after each matrix of A, B and
+// C). A, B and C each end where an inaccessible page begins, so a read or write past the last
+// matrix faults; guard elements before C and in its gaps catch writes outside each matrix.
 template <class T>
 void check_variants(session& s, std::mt19937_64& rng) {
     using tessera::detail::kernel_isa;
     using tessera::detail::small_size;
     const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
+    const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
     for (const mkn& z : {mkn{2, 2, 2}, mkn{3, 3, 3}, mkn{4, 4, 4}, mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8},
                          mkn{16, 16, 16}, mkn{32, 32, 32}, mkn{4, 4, 1}, mkn{3, 3, 1}}) {
         const small_size size = tessera::detail::classify_small(z.m, z.k, z.n);
         ASSERT_NE(size, small_size::none);
-        const std::size_t batch = 7;
+        constexpr std::size_t batch = 7;
+        const std::size_t mk = z.m * z.k, kn = z.k * z.n, mn = z.m * z.n;
         const tensor<T> a = random_tensor<T>(s, {batch, z.m, z.k}, rng);
         const tensor<T> b = random_tensor<T>(s, {batch, z.k, z.n}, rng);
         const reference<T> dense = reference_product<T>(a, b, {batch, z.m, z.n});
         const reference<T> shared = reference_product<T>(a, b.view().slice(0, 0, 1), {batch, z.m, z.n});
-        for (unsigned isa = 0; isa <= host; ++isa) {
-            const std::string what = std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) +
-                                     " " + text(a.shape()) + " x " + text(b.shape());
-            // Guard elements around the output catch writes outside each matrix.
-            const std::size_t mn = z.m * z.n;
-            tensor<T> c = tessera::full<T>(s, {batch * mn + 2}, T{7});
-            const T* ap = a.data();
-            const T* bp = b.data();
-            T* cp = c.data() + 1;
-            const auto sa = static_cast<std::ptrdiff_t>(z.m * z.k), sb = static_cast<std::ptrdiff_t>(z.k * z.n);
-            tessera::detail::run_small_batch<T>(static_cast<kernel_isa>(isa), size,
-                                                {ap, sa, bp, sb, cp, static_cast<std::ptrdiff_t>(mn), batch});
-            expect_matches<T>(tensor_view<const T>(cp, {batch, z.m, z.n}), dense, z.k, what);
-            EXPECT_EQ(c.values().front(), T{7}) << what;
-            EXPECT_EQ(c.values().back(), T{7}) << what;
-            tessera::detail::run_small_batch<T>(static_cast<kernel_isa>(isa), size,
-                                                {ap, sa, bp, 0, cp, static_cast<std::ptrdiff_t>(mn), batch});
-            expect_matches<T>(tensor_view<const T>(cp, {batch, z.m, z.n}), shared, z.k, what + " shared b");
-            EXPECT_EQ(c.values().front(), T{7}) << what;
-            EXPECT_EQ(c.values().back(), T{7}) << what;
+        for (const std::size_t gap : {0u, 3u}) {
+            // The operands in memory that ends after the last matrix, `gap` elements between
+            // matrices; a shared B is one matrix, likewise at the end.
+            const std::size_t sa = mk + gap, sb = kn + gap, sc = mn + gap;
+            const tessera::test::guarded<T> ga((batch - 1) * sa + mk), gb((batch - 1) * sb + kn),
+                gb1(kn), gc((batch - 1) * sc + mn + 1);
+            ASSERT_NE(ga.data(), nullptr);
+            ASSERT_NE(gb.data(), nullptr);
+            ASSERT_NE(gb1.data(), nullptr);
+            ASSERT_NE(gc.data(), nullptr);
+            for (std::size_t q = 0; q < batch; ++q) {
+                std::copy_n(a.data() + q * mk, mk, ga.data() + q * sa);
+                std::copy_n(b.data() + q * kn, kn, gb.data() + q * sb);
+            }
+            std::copy_n(b.data(), kn, gb1.data());
+            T* const cp = gc.data() + 1;  // one guard element before the first matrix
+            const tensor_view<const T> got(cp, {batch, z.m, z.n}, {sz(sc), sz(z.n), 1});
+            for (unsigned isa = 0; isa <= host; ++isa) {
+                const std::string what =
+                    std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) +
+                    " " + text(a.shape()) + " x " + text(b.shape()) + (gap > 0 ? " strided" : "");
+                // Every element of C's memory outside its matrices still holds the guard.
+                const auto guards_kept = [&] {
+                    const T* const all = gc.data();
+                    for (std::size_t e = 0; e < (batch - 1) * sc + mn + 1; ++e)
+                        if ((e == 0 || (e - 1) % sc >= mn) && all[e] != T{7}) return false;
+                    return true;
+                };
+                for (const bool share : {false, true}) {
+                    std::fill_n(gc.data(), (batch - 1) * sc + mn + 1, T{7});
+                    tessera::detail::run_small_batch<T>(
+                        static_cast<kernel_isa>(isa), size,
+                        {ga.data(), sz(sa), share ? gb1.data() : gb.data(), share ? 0 : sz(sb), cp,
+                         sz(sc), batch});
+                    const std::string run = what + (share ? " shared b" : "");
+                    expect_matches<T>(got, share ? shared : dense, z.k, run);
+                    EXPECT_TRUE(guards_kept()) << run << ": wrote outside the matrices";
+                }
+            }
         }
     }
 }
