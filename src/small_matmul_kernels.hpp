@@ -189,9 +189,9 @@ struct packed2_kernel {
 // b repeated once a row, each row's four products summed by two swaps within the row and two
 // additions, C[i] = (p[i,0] + p[i,2]) + (p[i,1] + p[i,3]) (lane 0 of each row, which is stored;
 // the others hold the same sum but for a NaN's payload), and the four sums gathered by one
-// permute. Measured on
-// Zen 5, batched: 4.4x faster than the slp kernel, which assembled each column of A from
-// scattered elements, and 1.5x faster than a transpose of A followed by a multiply-add a column.
+// permute. Measured on Zen 5, batched: 4.4x faster than the slp kernel, which assembled each
+// column of A from scattered elements, and 1.5x faster than a transpose of A followed by a
+// multiply-add a column.
 // It carries the AVX-512 target (one intrinsic), so batch_avx512 calls it directly: clang
 // rejects it inlined through the levels' shared loops, which have no target.
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void row_sums_batch(

@@ -538,8 +538,9 @@ void check_variants(session& s, std::mt19937_64& rng) {
             // The operands in memory that ends after the last matrix, `gap` elements between
             // matrices; a shared B is one matrix, likewise at the end.
             const std::size_t sa = mk + gap, sb = kn + gap, sc = mn + gap;
+            const std::size_t c_size = 1 + (batch - 1) * sc + mn;  // a guard, then the matrices
             const tessera::test::guarded<T> ga((batch - 1) * sa + mk), gb((batch - 1) * sb + kn),
-                gb1(kn), gc((batch - 1) * sc + mn + 1);
+                gb1(kn), gc(c_size);
             ASSERT_NE(ga.data(), nullptr);
             ASSERT_NE(gb.data(), nullptr);
             ASSERT_NE(gb1.data(), nullptr);
@@ -551,19 +552,18 @@ void check_variants(session& s, std::mt19937_64& rng) {
             std::copy_n(b.data(), kn, gb1.data());
             T* const cp = gc.data() + 1;  // one guard element before the first matrix
             const tensor_view<const T> got(cp, {batch, z.m, z.n}, {sz(sc), sz(z.n), 1});
+            // Every element of C's memory outside its matrices still holds the guard.
+            const auto guards_kept = [&] {
+                for (std::size_t e = 0; e < c_size; ++e)
+                    if ((e == 0 || (e - 1) % sc >= mn) && gc.data()[e] != T{7}) return false;
+                return true;
+            };
             for (unsigned isa = 0; isa <= host; ++isa) {
                 const std::string what =
                     std::string(tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa))) +
                     " " + text(a.shape()) + " x " + text(b.shape()) + (gap > 0 ? " strided" : "");
-                // Every element of C's memory outside its matrices still holds the guard.
-                const auto guards_kept = [&] {
-                    const T* const all = gc.data();
-                    for (std::size_t e = 0; e < (batch - 1) * sc + mn + 1; ++e)
-                        if ((e == 0 || (e - 1) % sc >= mn) && all[e] != T{7}) return false;
-                    return true;
-                };
                 for (const bool share : {false, true}) {
-                    std::fill_n(gc.data(), (batch - 1) * sc + mn + 1, T{7});
+                    std::fill_n(gc.data(), c_size, T{7});
                     tessera::detail::run_small_batch<T>(
                         static_cast<kernel_isa>(isa), size,
                         {ga.data(), sz(sa), share ? gb1.data() : gb.data(), share ? 0 : sz(sb), cp,
