@@ -625,11 +625,15 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                 const reference<T> dense = reference_product<T>(a, b, c0.shape());
                 const reference<T> transposed = reference_product<T>(a_t, b1, c0.shape());
                 const reference<T> padded = reference_product<T>(a, bp, c0.shape());
-                // The padded C's values, which the dense C must match bit for bit.
+                // The values of the batch in one call with C padded, which every other run must
+                // give bit for bit.
                 std::vector<T> padded_bits;
                 for (unsigned isa = 0; isa <= host; ++isa)
                     for (const int layout : {0, 1, 2})  // B dense; A^T, B shared; B padded
-                        for (const bool dense_c : {false, true}) {
+                        for (const int pass : {0, 1, 2, 3}) {
+                            // C padded, then dense; the batch in one call, then a call a matrix
+                            // (single products take a path of their own).
+                            const bool dense_c = pass % 2 == 1, single = pass >= 2;
                             const bool trans = layout == 1;
                             const reference<T>& ref = layout == 0 ? dense
                                                       : trans     ? transposed
@@ -658,7 +662,18 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                                 sz(m),      sz(n),  sz(k),      a_data, a_rs, a_cs,
                                 sz(m * k),  b_data, b_rs,       b_step, into, sz(row),
                                 sz(matrix), batch,  accumulate, alpha,  beta};
-                            tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa), args);
+                            if (!single)
+                                tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa),
+                                                                   args);
+                            for (std::size_t q = 0; single && q < batch; ++q) {
+                                tessera::detail::small_gemm_args<T> one = args;
+                                one.a += q * m * k;
+                                one.b += sz(q) * b_step;
+                                one.c += q * matrix;
+                                one.count = 1;
+                                tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa),
+                                                                   one);
+                            }
                             const std::string what =
                                 std::string(tessera::detail::kernel_isa_name(
                                     static_cast<kernel_isa>(isa))) +
@@ -667,7 +682,7 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                                 (trans         ? " a^T, shared b"
                                  : layout == 2 ? " b rows padded"
                                                : "") +
-                                (dense_c ? " dense c" : "") +
+                                (dense_c ? " dense c" : "") + (single ? ", a call a matrix" : "") +
                                 (accumulate ? " accumulate, beta " + std::to_string(beta) : "");
                             reference<T> want = ref;
                             for (std::size_t e = 0; e < want.value.size(); ++e) {
@@ -685,13 +700,14 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                                 for (std::size_t i = 0; i < m; ++i)
                                     for (std::size_t j = 0; j < n; ++j)
                                         bits.push_back(into[q * matrix + i * row + j]);
-                            if (!dense_c)
+                            if (pass == 0)
                                 padded_bits = bits;
                             else
                                 EXPECT_EQ(std::memcmp(bits.data(), padded_bits.data(),
                                                       bits.size() * sizeof(T)),
                                           0)
-                                    << what << ": other bits than with C's rows padded";
+                                    << what << ": other bits than the batch in one call with C's "
+                                    << "rows padded";
                             for (std::size_t e = 0; e < c.size(); ++e) {
                                 const std::size_t q = e / matrix, i = e % matrix / row,
                                                   j = e % matrix % row;
