@@ -597,8 +597,9 @@ TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
 // rows n + 2 apart (shared, or one per matrix), and C dense (the AVX-512 variant's dot products
 // of one or two columns store a block of rows as one vector) or with its rows padded, with guard
 // elements after C's rows and after the batch that must survive: a block that writes one column
-// or row too many, or a remainder path that skips one, fails here. The dense C's values must have
-// the bits of the padded one's.
+// or row too many, or a remainder path that skips one, fails here. Each batch runs in one call and
+// again as one call a matrix (single products take a path of their own); the dense C's values and
+// both runs' must have the bits of the batch in one call with C padded.
 template <class T>
 void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& ms,
                           const std::vector<std::size_t>& ns, const std::vector<std::size_t>& ks,
