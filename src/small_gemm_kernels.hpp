@@ -365,9 +365,10 @@ template <class T, int NV, int TL, int R>
 
 // The blocks of a single product (a batch of one matrix) whose panel is the whole row of C, cut
 // in blocks of equal height: rows_run without the batch loop, and with the group's fields in
-// registers rather than in memory. Measured on Zen 5, run_small_gemm a matrix (a driver, both
-// builds in one sitting): 3x5x2 float 16.9 -> 12.6 ns, 7x7x7 float 28.4 -> 24.8 ns, 10x10x10
-// double 45.0 -> 39.7 ns against rows_run. The same blocks as rows_run, so the same bits.
+// registers rather than in memory. Measured on Zen 5, run_small_gemm a matrix (a driver compiled
+// with this header before and after, in one sitting): 3x5x2 float 16.9 -> 12.6 ns, 7x7x7 float
+// 28.4 -> 24.8 ns, 10x10x10 double 45.0 -> 39.7 ns against rows_run. The same blocks as rows_run,
+// so the same bits.
 template <class T, int NV, int TL, int R>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void product_run(const small_gemm_args<T>& args, int blocks,
                                                         mask tail,
@@ -721,12 +722,13 @@ template <class T>
         // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop); for a single product,
         // without the batch loop either (product_run).
         const row_cut cut = row_cuts[static_cast<std::size_t>(vectors)][m];
-        if (cut.taller == 0 && x.count == 1)
-            return rows_run_for<T, true>(vectors, tail, cut.rows)(x, cut.blocks, tail_lanes,
-                                                                   whole_rows);
-        if (cut.taller == 0)
+        if (cut.taller == 0) {
+            if (x.count == 1)
+                return rows_run_for<T, true>(vectors, tail, cut.rows)(x, cut.blocks, tail_lanes,
+                                                                       whole_rows);
             return rows_run_for<T>(vectors, tail, cut.rows)(
                 x, {0, 0, cut.blocks, tail_lanes, whole_rows});
+        }
     }
     std::ptrdiff_t column = 0;
     for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {

@@ -668,9 +668,9 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                                                                    args);
                             for (std::size_t q = 0; single && q < batch; ++q) {
                                 tessera::detail::small_gemm_args<T> one = args;
-                                one.a += q * m * k;
-                                one.b += sz(q) * b_step;
-                                one.c += q * matrix;
+                                one.a += sz(q) * args.sa;
+                                one.b += sz(q) * args.sb;
+                                one.c += sz(q) * args.sc;
                                 one.count = 1;
                                 tessera::detail::run_small_gemm<T>(static_cast<kernel_isa>(isa),
                                                                    one);
