@@ -6,6 +6,7 @@
 #include <tessera/arena.hpp>
 #include <tessera/backend.hpp>
 #include <tessera/detail/plan_cache.hpp>
+#include <tessera/detail/product_slots.hpp>
 #include <tessera/error.hpp>
 
 #include <oneapi/tbb/global_control.h>
@@ -262,27 +263,37 @@ std::uint32_t assign_thread_ordinal() noexcept {
     return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-// An overflow workspace with its plan slots, made by lease_slow when the table is full.
+// An overflow workspace with its plan and product slots, made by lease_slow when the table is
+// full.
 struct overflow_workspace {
-    overflow_workspace() noexcept { ws.plans = &plans; }
+    overflow_workspace() noexcept {
+        ws.plans = &plans;
+        ws.products = &products;
+    }
     overflow_workspace(const overflow_workspace&) = delete;
     overflow_workspace& operator=(const overflow_workspace&) = delete;
 
     workspace ws;
     plan_slots plans;
+    product_slots products;
 };
 
 struct backend_core::cold_state {
     cold_state(std::size_t slots, std::size_t plan_cache_capacity)
         : table(new workspace[slots]),
           table_plans(new plan_slots[slots]),
+          table_products(new product_slots[slots]),
           plans(plan_cache_capacity) {
-        for (std::size_t i = 0; i < slots; ++i) table[i].plans = &table_plans[i];
+        for (std::size_t i = 0; i < slots; ++i) {
+            table[i].plans = &table_plans[i];
+            table[i].products = &table_products[i];
+        }
     }
 
     std::unique_ptr<arena_state> arena;
     std::unique_ptr<workspace[]> table;
-    std::unique_ptr<plan_slots[]> table_plans;  // the table's plan slots, one per workspace
+    std::unique_ptr<plan_slots[]> table_plans;        // the table's plan slots, one per workspace
+    std::unique_ptr<product_slots[]> table_products;  // and product slots
 
     mutable std::mutex mutex;  // guards shared and overflow
     free_lists shared;         // blocks freed outside any session of this backend

@@ -304,10 +304,13 @@ tensor_view<T> matrix_view(const matrix_ref<T>& x) {
     return tensor_view<T>(x.data, extents, {x.rs, x.cs});
 }
 
-/// The 2-D product of checked operands: 2x2, 3x3 and 4x4 inline, the rest through run_products.
+/// matmul_2d for a product its workspace does not remember: 2x2, 3x3 and 4x4 inline, other small
+/// real ones straight to their kernel (remembered for the next), the rest through run_products.
+/// Out of line, so that a remembered product's call keeps a small frame.
 template <class T>
-void matmul_2d(session& s, const matrix_ref<const T>& x, const matrix_ref<const T>& y,
-               const matrix_ref<T>& z, bool accumulate, T alpha, T beta) {
+[[gnu::noinline]] void product_2d(session& s, const matrix_ref<const T>& x,
+                                  const matrix_ref<const T>& y, const matrix_ref<T>& z,
+                                  bool accumulate, T alpha, T beta) {
     const std::ptrdiff_t m = x.rows, k = x.cols, n = y.cols;
     if (m == n && n == k && m >= 2 && m <= 4) {
         ++session_access::counters(s).inline_dispatches;
@@ -330,26 +333,43 @@ void matmul_2d(session& s, const matrix_ref<const T>& x, const matrix_ref<const 
         // without the batch machinery of run_products (broadcast, batch walk, items), which
         // costs several times the product itself at these sizes. run_products' own choice of
         // path and layout rules, so the same kernel and the same bits, and one inline dispatch
-        // as it would count; everything else stays with run_products.
+        // as it would count; everything else stays with run_products. The kernel, and what the
+        // register-blocked kernel's planning decides, depend on the shape, the strides and
+        // whether alpha and beta are plain alone: the workspace remembers them for the next
+        // product like this one (run_if_remembered).
+        const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
         const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
                    uk = static_cast<std::size_t>(k);
-        const product_path path =
-            product_path_for<T>(um, un, uk, !accumulate || (alpha == T{1} && beta == T{0}));
+        const product_path path = product_path_for<T>(um, un, uk, plain);
         if (m >= 1 && n >= 1 && (path == product_path::small || path == product_path::blocked) &&
             readable_by<T>(path, x, false, true) && readable_by<T>(path, y, false, false) &&
             readable_by<T>(path, z, true, false)) {
-            ++session_access::counters(s).inline_dispatches;
+            product_slot<T>& slot =
+                session_access::workspace_of(s).products->template slot<T>(m, n, k);
             const kernel_isa isa = host_kernel_isa();
-            if (path == product_path::small)
-                run_small_batch<T>(isa, classify_small(um, uk, un),
-                                   {x.data, 0, y.data, 0, z.data, 0, 1});
-            else
-                run_small_gemm<T>(isa, {m, n, k, x.data, x.rs, x.cs, 0, y.data, y.rs, 0, z.data,
-                                        z.rs, 0, 1, accumulate, alpha, beta});
+            if (path == product_path::small) {
+                slot.fixed = small_batch_kernel<T>(isa, classify_small(um, uk, un));
+            } else {
+                slot.fixed = nullptr;
+                slot.gemm = plan_small_gemm<T>(isa, {m, n, k, x.data, x.rs, x.cs, 0, y.data, y.rs,
+                                                     0, z.data, z.rs, 0, 1, accumulate, alpha,
+                                                     beta});
+            }
+            slot.key = key_of(x, y, z, plain);
+            run_if_remembered<T>(s, x, y, z, accumulate, alpha, beta);  // counts the dispatch
             return;
         }
     }
     run_products<T>(s, matrix_view(x), matrix_view(y), matrix_view(z), accumulate, alpha, beta);
+}
+
+template <class T>
+void matmul_2d(session& s, const matrix_ref<const T>& x, const matrix_ref<const T>& y,
+               const matrix_ref<T>& z, bool accumulate, T alpha, T beta) {
+    if (run_if_remembered<T>(s, in_registers(x), in_registers(y), in_registers(z), accumulate,
+                             alpha, beta))
+        return;
+    product_2d<T>(s, x, y, z, accumulate, alpha, beta);
 }
 
 /// Views `v` as [rows, cols] without copying when its strides allow, else as a dense copy kept

@@ -370,12 +370,11 @@ template <class T, int NV, int TL, int R>
 // 28.4 -> 24.8 ns, 10x10x10 double 45.0 -> 39.7 ns against rows_run. The same blocks as rows_run,
 // so the same bits.
 template <class T, int NV, int TL, int R>
-[[gnu::target(TESSERA_AVX512_TARGET)]] void product_run(const small_gemm_args<T>& args, int blocks,
-                                                        mask tail,
-                                                        std::ptrdiff_t whole_rows) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET)]] void product_run(const small_gemm_args<T>& args,
+                                                        const small_gemm_plan<T>& plan) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
-    const run q{0, 0, blocks, tail, whole_rows};
-    for (int g = 0; g < blocks; ++g)
+    const run q{0, 0, plan.blocks, plan.tail, plan.whole_rows};
+    for (int g = 0; g < q.blocks; ++g)
         block<T, NV, TL, R>(x, q, x.a + g * R * x.a_rs, x.b, x.c + g * R * x.c_rs);
 }
 
@@ -693,17 +692,17 @@ template <class T>
 
 }  // namespace dot
 
-// Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
-// near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
-// height as its largest block allows (20 rows of one vector: two of 10, never 16 + 4), so that
-// no block is left with too few accumulators to cover the latency. Each panel runs as one group
-// of blocks, or two where the heights differ by one.
+// How one matrix's row of C is covered: `vectors` vectors, the last a tail of a quarter, half or
+// all of the width (`tail` 0, 1, 2) whose columns of C are `tail_lanes`, and the rows of B whose
+// tail may be read without a mask.
+struct columns_plan {
+    int vectors, tail;
+    mask tail_lanes;
+    std::ptrdiff_t whole_rows;
+};
 template <class T>
-[[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+[[gnu::always_inline]] inline columns_plan plan_columns(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
-    if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
-    if (x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n)) return dot::batch<T>(x);
-    const auto m = static_cast<std::size_t>(x.m);
     const auto vectors = static_cast<int>((x.n + W - 1) / W);
     const auto left = static_cast<int>(x.n) - (vectors - 1) * W;  // 1 .. W
     const int tail = left <= W / 4 ? 0 : left <= W / 2 ? 1 : 2;
@@ -715,29 +714,38 @@ template <class T>
         whole_rows = x.k;
     else if (x.b_rs == x.n)  // all but the last ceil(past / n) rows; one unless n < past
         whole_rows = std::max<std::ptrdiff_t>(0, x.k - (past <= x.n ? 1 : (past + x.n - 1) / x.n));
-    const mask tail_lanes = (1u << left) - 1;
-    if (vectors <= max_panel_vectors) {
+    return {vectors, tail, (1u << left) - 1, whole_rows};
+}
+
+// Every matrix of the batch, cut once for the whole batch: the row's vectors in panels of as
+// near equal width as the widest panel allows, and each panel's rows in blocks of as near equal
+// height as its largest block allows (20 rows of one vector: two of 10, never 16 + 4), so that
+// no block is left with too few accumulators to cover the latency. Each panel runs as one group
+// of blocks, or two where the heights differ by one.
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void batch_planned(const small_gemm_args<T>& x) noexcept {
+    constexpr int W = width<T>;
+    if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
+    if (x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n)) return dot::batch<T>(x);
+    const auto m = static_cast<std::size_t>(x.m);
+    const columns_plan p = plan_columns(x);
+    if (p.vectors <= max_panel_vectors) {
         // One panel of equal blocks (most shapes up to the block heights): the one call the loop
         // below would make, without the loop, whose cost a single product pays on every call
-        // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop); for a single product,
-        // without the batch loop either (product_run).
-        const row_cut cut = row_cuts[static_cast<std::size_t>(vectors)][m];
-        if (cut.taller == 0) {
-            if (x.count == 1)
-                return rows_run_for<T, true>(vectors, tail, cut.rows)(x, cut.blocks, tail_lanes,
-                                                                       whole_rows);
-            return rows_run_for<T>(vectors, tail, cut.rows)(
-                x, {0, 0, cut.blocks, tail_lanes, whole_rows});
-        }
+        // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop).
+        const row_cut cut = row_cuts[static_cast<std::size_t>(p.vectors)][m];
+        if (cut.taller == 0)
+            return rows_run_for<T>(p.vectors, p.tail, cut.rows)(
+                x, {0, 0, cut.blocks, p.tail_lanes, p.whole_rows});
     }
     std::ptrdiff_t column = 0;
-    for (const int nv : panel_widths[static_cast<std::size_t>(vectors)]) {
+    for (const int nv : panel_widths[static_cast<std::size_t>(p.vectors)]) {
         if (nv == 0) break;
         const row_cut cut = row_cuts[static_cast<std::size_t>(nv)][m];
         const bool last = column + nv * W >= x.n;
-        const int t = last ? tail : 2;
-        const mask lanes = last ? tail_lanes : (1u << W) - 1;
-        const std::ptrdiff_t whole = last ? whole_rows : x.k;
+        const int t = last ? p.tail : 2;
+        const mask lanes = last ? p.tail_lanes : (1u << W) - 1;
+        const std::ptrdiff_t whole = last ? p.whole_rows : x.k;
         if (cut.taller > 0)
             rows_run_for<T>(nv, t, cut.rows + 1)(x, {column, 0, cut.taller, lanes, whole});
         rows_run_for<T>(nv, t, cut.rows)(
@@ -745,6 +753,41 @@ template <class T>
                 cut.blocks - cut.taller, lanes, whole});
         column += nv * W;
     }
+}
+
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run_planned(const small_gemm_args<T>& x,
+                                                        const small_gemm_plan<T>&) noexcept {
+    batch_planned<T>(x);
+}
+
+// A single product's plan: where one panel of equal blocks covers the matrix, its product_run
+// with the planning's block count, tail lanes and whole rows, else batch_planned (the dot
+// products, several panels, unequal blocks), which plans on every call. The same blocks as a
+// batch, so the same bits.
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] small_gemm_plan<T> plan_single(
+    const small_gemm_args<T>& x) noexcept {
+    if (x.m != 0 && x.n != 0 && !(x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n))) {
+        const columns_plan p = plan_columns(x);
+        if (p.vectors <= max_panel_vectors) {
+            const auto m = static_cast<std::size_t>(x.m);
+            const row_cut cut = row_cuts[static_cast<std::size_t>(p.vectors)][m];
+            if (cut.taller == 0)
+                return {rows_run_for<T, true>(p.vectors, p.tail, cut.rows), cut.blocks,
+                        p.tail_lanes, p.whole_rows};
+        }
+    }
+    return {&run_planned<T>};
+}
+
+template <class T>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+    if (x.count == 1) {
+        const small_gemm_plan<T> plan = plan_single<T>(x);
+        return plan.run(x, plan);
+    }
+    batch_planned<T>(x);
 }
 
 }  // namespace masked
@@ -789,6 +832,28 @@ void run_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept {
         case kernel_isa::baseline: break;
     }
     small_gemm::batch_baseline<T>(args);
+}
+
+namespace small_gemm {
+// The plans of the levels without a single-product path: their batch, planned on every call.
+template <class T>
+void run_avx2(const small_gemm_args<T>& x, const small_gemm_plan<T>&) noexcept {
+    batch_avx2<T>(x);
+}
+template <class T>
+void run_baseline(const small_gemm_args<T>& x, const small_gemm_plan<T>&) noexcept {
+    batch_baseline<T>(x);
+}
+}  // namespace small_gemm
+
+template <class T>
+small_gemm_plan<T> plan_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept {
+    switch (isa) {
+        case kernel_isa::avx512: return small_gemm::masked::plan_single<T>(args);
+        case kernel_isa::avx2: return {&small_gemm::run_avx2<T>};
+        case kernel_isa::baseline: break;
+    }
+    return {&small_gemm::run_baseline<T>};
 }
 
 }  // namespace tessera::detail

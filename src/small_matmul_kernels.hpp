@@ -361,11 +361,8 @@ void batch_baseline(const small_batch_args<T>& x) noexcept {
     batch_loop<kernel_isa::baseline, T, M, K, N>(x);
 }
 
-template <class T>
-using batch_fn = void (*)(const small_batch_args<T>&) noexcept;
-
 template <class T, int M, int K, int N>
-constexpr batch_fn<T> pick(kernel_isa isa) noexcept {
+constexpr small_batch_fn<T> pick(kernel_isa isa) noexcept {
     if constexpr (is_complex_v<T>) {
         // Eigen's complex kernels are chosen by the build's flags, not by a target attribute.
         static_cast<void>(isa);
@@ -382,12 +379,12 @@ constexpr batch_fn<T> pick(kernel_isa isa) noexcept {
 
 template <class T>
 struct batch_table {
-    batch_fn<T> fn[kernel_isa_count][small_size_count];
+    small_batch_fn<T> fn[kernel_isa_count][small_size_count];
 
     constexpr batch_table() noexcept : fn{} {
         for (unsigned i = 0; i < kernel_isa_count; ++i) {
             const auto isa = static_cast<kernel_isa>(i);
-            batch_fn<T>* row = fn[i];
+            small_batch_fn<T>* row = fn[i];
             row[static_cast<unsigned>(small_size::none)] = nullptr;
             row[static_cast<unsigned>(small_size::s2)] = pick<T, 2, 2, 2>(isa);
             row[static_cast<unsigned>(small_size::s3)] = pick<T, 3, 3, 3>(isa);
@@ -413,8 +410,13 @@ inline constexpr batch_table<T> table{};
 }  // namespace small_kernels
 
 template <class T>
+small_batch_fn<T> small_batch_kernel(kernel_isa isa, small_size size) noexcept {
+    return small_kernels::table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(size)];
+}
+
+template <class T>
 void run_small_batch(kernel_isa isa, small_size size, const small_batch_args<T>& args) noexcept {
-    small_kernels::table<T>.fn[static_cast<unsigned>(isa)][static_cast<unsigned>(size)](args);
+    small_batch_kernel<T>(isa, size)(args);
 }
 
 }  // namespace tessera::detail

@@ -11,7 +11,13 @@ namespace tessera::detail {
 
 template void run_small_batch<float>(kernel_isa, small_size, const small_batch_args<float>&) noexcept;
 template void run_small_batch<double>(kernel_isa, small_size, const small_batch_args<double>&) noexcept;
+template small_batch_fn<float> small_batch_kernel<float>(kernel_isa, small_size) noexcept;
+template small_batch_fn<double> small_batch_kernel<double>(kernel_isa, small_size) noexcept;
 template void run_small_gemm<float>(kernel_isa, const small_gemm_args<float>&) noexcept;
 template void run_small_gemm<double>(kernel_isa, const small_gemm_args<double>&) noexcept;
+template small_gemm_plan<float> plan_small_gemm<float>(kernel_isa,
+                                                       const small_gemm_args<float>&) noexcept;
+template small_gemm_plan<double> plan_small_gemm<double>(kernel_isa,
+                                                         const small_gemm_args<double>&) noexcept;
 
 }  // namespace tessera::detail

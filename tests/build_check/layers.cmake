@@ -16,7 +16,7 @@ set(engines
     detail/validate.hpp detail/iteration.hpp detail/copy.hpp detail/parallel.hpp
     detail/elementwise.hpp detail/reduce_policies.hpp detail/reduce_leaves.hpp
     detail/reduce_runner.hpp detail/small_matmul.hpp detail/linalg_lanes.hpp detail/matmul.hpp
-    detail/plan_cache.hpp detail/einsum.hpp)
+    detail/plan_cache.hpp detail/product_slots.hpp detail/einsum.hpp)
 set(api
     ops/elementwise.hpp ops/reduce.hpp ops/structural.hpp ops/matmul.hpp ops/linalg.hpp
     ops/einsum.hpp parallel.hpp print.hpp format.hpp random.hpp eigen.hpp mpi.hpp tessera.hpp)

@@ -466,6 +466,128 @@ TEST_P(MatmulTest, WarmProductsMakeNoHeapAllocations) {
     });
 }
 
+// A small product's kernel is remembered by the session's workspace (by shape, strides and
+// whether alpha and beta are plain) and called again without being chosen and planned afresh.
+// Products that share a shape but not a layout, or a layout but not alpha and beta, may take
+// different kernels (a fixed-size kernel reads only dense operands and ignores alpha and beta):
+// each must keep its own whatever ran before it. Each product runs twice in a row (the second
+// call finds the first's kernel), after the other layouts of its shape; every call must give the
+// bits of the first call of round 0, the plain ones those of the batched path, without touching
+// C's padding; every call counts one inline dispatch, and warm rounds allocate nothing.
+template <class T>
+void check_remembered_products(backend& be, std::mt19937_64& rng) {
+    struct layout {
+        bool a_transposed;
+        std::size_t b_pad, c_pad;
+        bool accumulate;
+    };
+    const std::array<layout, 5> layouts = {
+        {{false, 0, 0, false}, {false, 3, 0, false}, {false, 0, 2, false}, {true, 0, 0, false},
+         {false, 0, 0, true}}};
+    struct product {
+        tensor<T> a_store, b_store, c_store, c_start, first;
+        tensor_view<const T> a, b;
+        tensor_view<T> c;
+        bool accumulate = false;
+        std::string what;
+    };
+    const T alpha = T(0.5), beta = T(-1.25);
+    std::vector<product> products;
+    be.run([&](session& s) {
+        for (const mkn& z :
+             {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8}, mkn{16, 16, 16}, mkn{3, 5, 2}, mkn{7, 7, 7},
+              mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1}, mkn{12, 12, 12}, mkn{1, 64, 1},
+              mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5}})
+            for (const layout& l : layouts) {
+                product p;
+                p.a_store = l.a_transposed ? random_tensor<T>(s, {z.k, z.m}, rng)
+                                           : random_tensor<T>(s, {z.m, z.k}, rng);
+                p.a = l.a_transposed ? p.a_store.view().transpose() : p.a_store.view();
+                p.b_store = random_tensor<T>(s, {z.k, z.n + l.b_pad}, rng);
+                p.b = p.b_store.view().slice(1, 0, static_cast<std::ptrdiff_t>(z.n));
+                p.c_start = random_tensor<T>(s, {z.m, z.n + l.c_pad}, rng);
+                p.c_store = tessera::empty<T>(s, {z.m, z.n + l.c_pad});
+                p.first = tessera::empty<T>(s, {z.m, z.n + l.c_pad});
+                p.c = p.c_store.view().slice(1, 0, static_cast<std::ptrdiff_t>(z.n));
+                p.accumulate = l.accumulate;
+                p.what = std::string(sizeof(T) == 4 ? "float " : "double ") + text(p.a.shape()) +
+                         " x " + text(p.b.shape()) + (l.a_transposed ? ", a transposed" : "") +
+                         (l.b_pad != 0 ? ", b rows padded" : "") +
+                         (l.c_pad != 0 ? ", c rows padded" : "") +
+                         (l.accumulate ? ", accumulate" : "");
+                products.push_back(std::move(p));
+            }
+    });
+    const auto bytes = [](const tensor<T>& t) { return t.size() * sizeof(T); };
+    for (int round = 0; round < 3; ++round) {
+        const tessera::stats before = be.stats();
+        std::uint64_t allocations = 0;
+        be.run([&](session& s) {
+            const tessera::test::allocation_scope scope;
+            for (product& p : products)
+                for (int call = 0; call < 2; ++call) {
+                    std::memcpy(p.c_store.data(), p.c_start.data(), bytes(p.c_start));
+                    if (p.accumulate)
+                        tessera::matmul(s, p.a, p.b, p.c, alpha, beta);
+                    else
+                        tessera::matmul(s, p.a, p.b, p.c);
+                    if (round == 0 && call == 0) {
+                        std::memcpy(p.first.data(), p.c_store.data(), bytes(p.c_store));
+                        continue;
+                    }
+                    ASSERT_EQ(std::memcmp(p.c_store.data(), p.first.data(), bytes(p.c_store)), 0)
+                        << p.what << ", round " << round << ", call " << call;
+                }
+            allocations = scope.count();
+        });
+        const tessera::stats d = be.stats() - before;
+        EXPECT_EQ(d.inline_dispatches, 2 * products.size()) << "round " << round;
+        EXPECT_EQ(d.parallel_dispatches, 0u) << "round " << round;
+        if (round > 0) {
+            EXPECT_EQ(allocations, 0u) << "round " << round;
+        }
+    }
+    // Round 0's results: right, C's padding untouched, and the plain ones the batched path's bits.
+    be.run([&](session& s) {
+        for (const product& p : products) {
+            const std::size_t m = p.c.extent(0), n = p.c.extent(1), k = p.a.extent(1);
+            const std::size_t row = p.c_start.extent(1);  // C's row stride, padding included
+            const tensor_view<const T> got =
+                p.first.view().slice(1, 0, static_cast<std::ptrdiff_t>(n));
+            for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t j = n; j < row; ++j)
+                    ASSERT_EQ(p.first.data()[i * row + j], p.c_start.data()[i * row + j])
+                        << p.what << ", padding";
+            reference<T> ref = reference_product<T>(p.a, p.b, {m, n});
+            if (p.accumulate)
+                for (std::size_t i = 0; i < m; ++i)
+                    for (std::size_t j = 0; j < n; ++j) {
+                        const std::size_t f = i * n + j;
+                        const wide_t<T> c0 = widen(p.c_start.data()[i * row + j]);
+                        ref.value[f] = widen(alpha) * ref.value[f] + widen(beta) * c0;
+                        ref.magnitude[f] =
+                            std::abs(widen(alpha)) * ref.magnitude[f] + std::abs(widen(beta) * c0);
+                    }
+            expect_matches<T>(got, ref, k, p.what);
+            if (p.accumulate) continue;
+            const tensor<T> batched = tessera::batched_matmul(s, p.a, p.b);
+            for (std::size_t i = 0; i < m; ++i)
+                ASSERT_EQ(
+                    std::memcmp(batched.data() + i * n, p.first.data() + i * row, n * sizeof(T)), 0)
+                    << p.what << ", against the batched path";
+        }
+    });
+}
+
+TEST_P(MatmulTest, RepeatedSmallProductsKeepTheKernelOfTheirShapeLayoutAndForm) {
+    backend be{backend_options{}.with_threads(GetParam())};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    check_remembered_products<float>(be, rng);
+    check_remembered_products<double>(be, rng);
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, MatmulTest, ::testing::ValuesIn(tessera::test::thread_counts()),
                          tessera::test::thread_count_name);
 

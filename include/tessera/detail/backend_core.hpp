@@ -50,16 +50,20 @@ struct backend_settings {
 };
 
 struct plan_slots;
+struct product_slots;
 class plan_cache;
 
-/// What a session borrows: free lists it may use without locks, the counters it counts into and
-/// its einsum plan slots (detail/plan_cache.hpp). Leased by one thread at a time; the `leased`
-/// flag's acquire/release hands it over.
+/// What a session borrows: free lists it may use without locks, the counters it counts into, its
+/// einsum plan slots (detail/plan_cache.hpp) and the small products it remembers
+/// (src/product_slots.hpp). Leased by one thread at a time; the `leased` flag's acquire/release
+/// hands it over.
 struct alignas(64) workspace {
     atomic_cell<bool> leased;
     free_lists lists;
     session_counters counters;
-    plan_slots* plans = nullptr;  // set when the backend makes the workspace; never null after
+    // Both set when the backend makes the workspace; never null after.
+    plan_slots* plans = nullptr;
+    product_slots* products = nullptr;
 };
 
 /// The backend's oneTBB arena; defined in src/arena.hpp, where the runtime uses it.

@@ -15,8 +15,9 @@ namespace tessera::detail {
 /// relaxed load plus store is enough: an ordinary add on the hot path, no lock prefix.
 class counter {
 public:
-    counter& operator++() noexcept { return *this += 1; }
-    counter& operator+=(std::uint64_t n) noexcept {
+    // Always inlined: in a large caller GCC may otherwise make the add a call.
+    [[gnu::always_inline]] counter& operator++() noexcept { return *this += 1; }
+    [[gnu::always_inline]] counter& operator+=(std::uint64_t n) noexcept {
         value_.store(value_.load(atomic_order::relaxed) + n, atomic_order::relaxed);
         return *this;
     }

@@ -84,6 +84,15 @@ struct small_batch_args {
 template <class T>
 void run_small_batch(kernel_isa isa, small_size size, const small_batch_args<T>& args) noexcept;
 
+/// A fixed-size kernel: what run_small_batch calls.
+template <class T>
+using small_batch_fn = void (*)(const small_batch_args<T>&) noexcept;
+
+/// The kernel run_small_batch(isa, size, ...) calls, to be called again without the look-up.
+/// Defined in the library for float and double.
+template <class T>
+small_batch_fn<T> small_batch_kernel(kernel_isa isa, small_size size) noexcept;
+
 /// The largest m, n and k the register-blocked kernel takes; larger products go to Eigen's GEMM.
 inline constexpr std::size_t small_gemm_max = 64;
 /// Whether the register-blocked kernel is faster than the fixed-size kernel of `size` at level
@@ -130,5 +139,23 @@ struct small_gemm_args {
 /// library for float and double.
 template <class T>
 void run_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept;
+
+/// What run_small_gemm decides for a single product of one shape and layout, kept to be called
+/// again without deciding it: `run(args, plan)` computes what run_small_gemm(isa, args) does, with
+/// the same bits, for any args of that shape and layout (m, n, k, A's column stride and whether
+/// B's rows are dense; count 1). The block count, tail lanes and rows of B read whole are the
+/// planning's, for the entry that takes them; the others ignore them.
+template <class T>
+struct small_gemm_plan {
+    void (*run)(const small_gemm_args<T>& args, const small_gemm_plan& plan) noexcept = nullptr;
+    int blocks = 0;
+    unsigned tail = 0;
+    std::ptrdiff_t whole_rows = 0;
+};
+
+/// Plans the single product `args` (count 1) at level `isa` as run_small_gemm would, without
+/// running it. Defined in the library for float and double.
+template <class T>
+small_gemm_plan<T> plan_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept;
 
 }  // namespace tessera::detail

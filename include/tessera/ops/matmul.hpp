@@ -44,19 +44,16 @@ tensor<T> matmul(session& s, const A& a, const B& b) {
 /// heap. The checks are inlined for rank-2 operands; 2x2, 3x3 and 4x4 products then run inline
 /// with no look-up and no workspace (with a tensor as `out` its strides are known at compile
 /// time, which is most of the cost of a 2x2 product), other small real shapes with the kernel a
-/// batch of them would run (the same bits). Throws shape_error for bad shapes and alias_error if
-/// `out` overlaps `a` or `b`, before writing anything.
+/// batch of them would run (the same bits), which the session's workspace remembers: the next
+/// product of the same shape, strides and form calls it without choosing or planning again.
+/// Throws shape_error for bad shapes and alias_error if `out` overlaps `a` or `b`, before writing
+/// anything.
 template <tensor_like A, tensor_like B, writable_tensor O, class T = value_of_t<A>>
     requires std::same_as<T, value_of_t<B>> && std::same_as<T, writable_value_t<O>> && floating<T>
 void matmul(session& s, const A& a, const B& b, O&& out) {
     detail::check_session(s);
     if (detail::try_matrix_product<T>(s, a, b, out)) return;
-    const tensor_view<T> o = as_writable_view(out);
-    const auto av = as_view(a);
-    const auto bv = as_view(b);
-    detail::check_product_out<T>("matmul", o, detail::check_matmul_2d<T>("matmul", av, bv), av, bv);
-    detail::matmul_2d<T>(s, detail::matrix_of(av), detail::matrix_of(bv), detail::matrix_of(o),
-                         false, T{1}, T{0});
+    detail::matmul_general<T>(s, a, b, out);
 }
 
 /// Accumulates: out = alpha * (a @ b) + beta * out. With beta == 0, out is only written (NaNs in
