@@ -373,7 +373,7 @@ template <class T, int NV, int TL, int R>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void product_run(const small_gemm_args<T>& args,
                                                         const small_gemm_plan<T>& plan) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
-    const run q{0, 0, plan.blocks, plan.tail, plan.whole_rows};
+    const run q{0, 0, plan.blocks, plan.tail_lanes, plan.whole_rows};
     for (int g = 0; g < q.blocks; ++g)
         block<T, NV, TL, R>(x, q, x.a + g * R * x.a_rs, x.b, x.c + g * R * x.c_rs);
 }
@@ -731,8 +731,8 @@ template <class T>
     const columns_plan p = plan_columns(x);
     if (p.vectors <= max_panel_vectors) {
         // One panel of equal blocks (most shapes up to the block heights): the one call the loop
-        // below would make, without the loop, whose cost a single product pays on every call
-        // (3x5x2 float, one matrix: 13.3 ns against 17.0 through the loop).
+        // below would make, without the loop (a single product of these shapes takes plan_single
+        // instead).
         const row_cut cut = row_cuts[static_cast<std::size_t>(p.vectors)][m];
         if (cut.taller == 0)
             return rows_run_for<T>(p.vectors, p.tail, cut.rows)(

@@ -466,32 +466,71 @@ TEST_P(MatmulTest, WarmProductsMakeNoHeapAllocations) {
     });
 }
 
+// Stands in for the kernel a workspace remembers for a product, counting its calls, and runs the
+// kernel it replaced.
+template <class T>
+struct kernel_spy {
+    static inline tessera::detail::small_gemm_plan<T> gemm{};
+    static inline tessera::detail::small_batch_fn<T> fixed = nullptr;
+    static inline int calls = 0;
+    static void run_gemm(const tessera::detail::small_gemm_args<T>& args,
+                         const tessera::detail::small_gemm_plan<T>&) noexcept {
+        ++calls;
+        gemm.run(args, gemm);
+    }
+    static void run_fixed(const tessera::detail::small_batch_args<T>& args) noexcept {
+        ++calls;
+        fixed(args);
+    }
+};
+
 // A small product's kernel is remembered by the session's workspace (by shape, strides and
 // whether alpha and beta are plain) and called again without being chosen and planned afresh.
-// Products that share a shape but not a layout, or a layout but not alpha and beta, may take
-// different kernels (a fixed-size kernel reads only dense operands and ignores alpha and beta):
-// each must keep its own whatever ran before it. Each product runs twice in a row (the second
-// call finds the first's kernel), after the other layouts of its shape; every call must give the
-// bits of the first call of round 0, the plain ones those of the batched path, without touching
-// C's padding; every call counts one inline dispatch, and warm rounds allocate nothing.
+// Products that share a shape but not a layout, or a layout but not the form, may take different
+// kernels (a fixed-size kernel reads only dense operands and ignores alpha and beta): each must
+// keep its own whatever ran before it. Each product has two copies of its operands at other
+// addresses, run one after the other (the second finds the first's kernel, which a spy in its
+// slot shows is called); every call must give the bits of its copy's first call, the plain ones
+// those of a batch of the two copies (the batch loop, not the single-product path), without
+// touching C's padding. Every call counts one inline dispatch; warm rounds allocate nothing.
 template <class T>
 void check_remembered_products(backend& be, std::mt19937_64& rng) {
+    enum class form { plain, alpha_beta, plain_accumulate };
     struct layout {
+        std::size_t a_pad;
         bool a_transposed;
-        std::size_t b_pad, c_pad;
-        bool accumulate;
+        std::size_t b_pad, b_step, c_pad;
+        form f;
     };
-    const std::array<layout, 5> layouts = {
-        {{false, 0, 0, false}, {false, 3, 0, false}, {false, 0, 2, false}, {true, 0, 0, false},
-         {false, 0, 0, true}}};
+    const std::array<layout, 8> layouts = {{{0, false, 0, 1, 0, form::plain},
+                                            {2, false, 0, 1, 0, form::plain},
+                                            {0, true, 0, 1, 0, form::plain},
+                                            {0, false, 3, 1, 0, form::plain},
+                                            {0, false, 0, 2, 0, form::plain},
+                                            {0, false, 0, 1, 2, form::plain},
+                                            {0, false, 0, 1, 0, form::alpha_beta},
+                                            {0, false, 0, 1, 0, form::plain_accumulate}}};
     struct product {
-        tensor<T> a_store, b_store, c_store, c_start, first;
-        tensor_view<const T> a, b;
-        tensor_view<T> c;
-        bool accumulate = false;
+        tensor<T> a_store, b_store, c_store, c_start, first;  // two copies each: [2, ...]
+        tensor_view<const T> a2, b2;                            // both copies, as a batch
+        std::array<tensor_view<const T>, 2> a, b;
+        std::array<tensor_view<T>, 2> c;
+        form f = form::plain;
         std::string what;
     };
     const T alpha = T(0.5), beta = T(-1.25);
+    const auto run = [&](session& s, const product& p, std::size_t copy) {
+        if (p.f == form::plain)
+            tessera::matmul(s, p.a[copy], p.b[copy], p.c[copy]);
+        else if (p.f == form::alpha_beta)
+            tessera::matmul(s, p.a[copy], p.b[copy], p.c[copy], alpha, beta);
+        else
+            tessera::matmul(s, p.a[copy], p.b[copy], p.c[copy], T{1}, T{0});
+    };
+    const auto one = [](const auto& batch, std::size_t copy) {
+        const auto i = static_cast<std::ptrdiff_t>(copy);
+        return batch.slice(0, i, i + 1).squeeze(0);
+    };
     std::vector<product> products;
     be.run([&](session& s) {
         for (const mkn& z :
@@ -499,45 +538,84 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
               mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1}, mkn{12, 12, 12}, mkn{1, 64, 1},
               mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5}})
             for (const layout& l : layouts) {
+                const auto k = static_cast<std::ptrdiff_t>(z.k), n = static_cast<std::ptrdiff_t>(z.n);
+                const auto step = static_cast<std::ptrdiff_t>(l.b_step);
                 product p;
-                p.a_store = l.a_transposed ? random_tensor<T>(s, {z.k, z.m}, rng)
-                                           : random_tensor<T>(s, {z.m, z.k}, rng);
-                p.a = l.a_transposed ? p.a_store.view().transpose() : p.a_store.view();
-                p.b_store = random_tensor<T>(s, {z.k, z.n + l.b_pad}, rng);
-                p.b = p.b_store.view().slice(1, 0, static_cast<std::ptrdiff_t>(z.n));
-                p.c_start = random_tensor<T>(s, {z.m, z.n + l.c_pad}, rng);
-                p.c_store = tessera::empty<T>(s, {z.m, z.n + l.c_pad});
-                p.first = tessera::empty<T>(s, {z.m, z.n + l.c_pad});
-                p.c = p.c_store.view().slice(1, 0, static_cast<std::ptrdiff_t>(z.n));
-                p.accumulate = l.accumulate;
-                p.what = std::string(sizeof(T) == 4 ? "float " : "double ") + text(p.a.shape()) +
-                         " x " + text(p.b.shape()) + (l.a_transposed ? ", a transposed" : "") +
+                p.a_store = l.a_transposed ? random_tensor<T>(s, {2, z.k, z.m}, rng)
+                                           : random_tensor<T>(s, {2, z.m, z.k + l.a_pad}, rng);
+                p.a2 = l.a_transposed ? p.a_store.view().transpose(-1, -2)
+                                      : p.a_store.view().slice(2, 0, k);
+                p.b_store = random_tensor<T>(s, {2, z.k, z.n * l.b_step + l.b_pad}, rng);
+                p.b2 = p.b_store.view().slice(2, 0, n * step, step);
+                p.c_start = random_tensor<T>(s, {2, z.m, z.n + l.c_pad}, rng);
+                p.c_store = tessera::empty<T>(s, p.c_start.shape());
+                p.first = tessera::empty<T>(s, p.c_start.shape());
+                for (std::size_t copy = 0; copy < 2; ++copy) {
+                    p.a[copy] = one(p.a2, copy);
+                    p.b[copy] = one(p.b2, copy);
+                    p.c[copy] = one(p.c_store.view().slice(2, 0, n), copy);
+                }
+                p.f = l.f;
+                p.what = std::string(sizeof(T) == 4 ? "float " : "double ") + text(p.a[0].shape()) +
+                         " x " + text(p.b[0].shape()) + (l.a_pad != 0 ? ", a rows padded" : "") +
+                         (l.a_transposed ? ", a transposed" : "") +
                          (l.b_pad != 0 ? ", b rows padded" : "") +
+                         (l.b_step != 1 ? ", b columns stepped" : "") +
                          (l.c_pad != 0 ? ", c rows padded" : "") +
-                         (l.accumulate ? ", accumulate" : "");
+                         (l.f == form::alpha_beta         ? ", alpha and beta"
+                          : l.f == form::plain_accumulate ? ", accumulate with 1 and 0"
+                                                          : "");
                 products.push_back(std::move(p));
             }
     });
     const auto bytes = [](const tensor<T>& t) { return t.size() * sizeof(T); };
+    std::size_t spied = 0;
     for (int round = 0; round < 3; ++round) {
         const tessera::stats before = be.stats();
         std::uint64_t allocations = 0;
         be.run([&](session& s) {
             const tessera::test::allocation_scope scope;
-            for (product& p : products)
-                for (int call = 0; call < 2; ++call) {
+            for (product& p : products) {
+                const std::size_t half = p.c_start.size() / 2;  // one copy's C
+                for (std::size_t copy = 0; copy < 2; ++copy) {
                     std::memcpy(p.c_store.data(), p.c_start.data(), bytes(p.c_start));
-                    if (p.accumulate)
-                        tessera::matmul(s, p.a, p.b, p.c, alpha, beta);
-                    else
-                        tessera::matmul(s, p.a, p.b, p.c);
-                    if (round == 0 && call == 0) {
-                        std::memcpy(p.first.data(), p.c_store.data(), bytes(p.c_store));
+                    // In round 1, the second copy through a spy where the first left its kernel.
+                    auto& slot = tessera::detail::session_access::workspace_of(s)
+                                     .products->template slot<T>(
+                                         static_cast<std::ptrdiff_t>(p.a[0].extent(0)),
+                                         static_cast<std::ptrdiff_t>(p.b[0].extent(1)),
+                                         static_cast<std::ptrdiff_t>(p.a[0].extent(1)));
+                    const auto key = tessera::detail::key_of<T>(
+                        tessera::detail::matrix_of(p.a[copy]), tessera::detail::matrix_of(p.b[copy]),
+                        tessera::detail::matrix_of(p.c[copy]), p.f != form::alpha_beta);
+                    const auto saved = slot;
+                    const bool spy =
+                        round == 1 && copy == 1 && tessera::detail::same_key(slot.key, key);
+                    const int calls = kernel_spy<T>::calls;
+                    if (spy) {
+                        kernel_spy<T>::gemm = slot.gemm;
+                        kernel_spy<T>::fixed = slot.fixed;
+                        if (slot.fixed != nullptr)
+                            slot.fixed = &kernel_spy<T>::run_fixed;
+                        else
+                            slot.gemm.run = &kernel_spy<T>::run_gemm;
+                    }
+                    run(s, p, copy);
+                    if (spy) {
+                        slot = saved;
+                        ++spied;
+                        ASSERT_EQ(kernel_spy<T>::calls, calls + 1) << p.what << ", not remembered";
+                    }
+                    T* const result = p.c_store.data() + copy * half;
+                    T* const first = p.first.data() + copy * half;
+                    if (round == 0) {
+                        std::memcpy(first, result, half * sizeof(T));
                         continue;
                     }
-                    ASSERT_EQ(std::memcmp(p.c_store.data(), p.first.data(), bytes(p.c_store)), 0)
-                        << p.what << ", round " << round << ", call " << call;
+                    ASSERT_EQ(std::memcmp(result, first, half * sizeof(T)), 0)
+                        << p.what << ", copy " << copy << ", round " << round;
                 }
+            }
             allocations = scope.count();
         });
         const tessera::stats d = be.stats() - before;
@@ -547,34 +625,41 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
             EXPECT_EQ(allocations, 0u) << "round " << round;
         }
     }
-    // Round 0's results: right, C's padding untouched, and the plain ones the batched path's bits.
+    // Most products are remembered: all but those with B's columns stepped (copied first) and
+    // the fixed-size shapes read through strides they do not take.
+    EXPECT_GE(spied, products.size() / 2);
+    // Round 0's results: right, C's padding untouched, the plain ones the batch's bits.
     be.run([&](session& s) {
         for (const product& p : products) {
-            const std::size_t m = p.c.extent(0), n = p.c.extent(1), k = p.a.extent(1);
-            const std::size_t row = p.c_start.extent(1);  // C's row stride, padding included
-            const tensor_view<const T> got =
-                p.first.view().slice(1, 0, static_cast<std::ptrdiff_t>(n));
-            for (std::size_t i = 0; i < m; ++i)
-                for (std::size_t j = n; j < row; ++j)
-                    ASSERT_EQ(p.first.data()[i * row + j], p.c_start.data()[i * row + j])
-                        << p.what << ", padding";
-            reference<T> ref = reference_product<T>(p.a, p.b, {m, n});
-            if (p.accumulate)
+            const std::size_t m = p.c[0].extent(0), n = p.c[0].extent(1), k = p.a[0].extent(1);
+            const std::size_t row = p.c_start.extent(2);  // C's row stride, padding included
+            const tensor<T> batched = tessera::batched_matmul(s, p.a2, p.b2);
+            for (std::size_t copy = 0; copy < 2; ++copy) {
+                const T* const first = p.first.data() + copy * m * row;
+                const T* const start = p.c_start.data() + copy * m * row;
                 for (std::size_t i = 0; i < m; ++i)
-                    for (std::size_t j = 0; j < n; ++j) {
-                        const std::size_t f = i * n + j;
-                        const wide_t<T> c0 = widen(p.c_start.data()[i * row + j]);
-                        ref.value[f] = widen(alpha) * ref.value[f] + widen(beta) * c0;
-                        ref.magnitude[f] =
-                            std::abs(widen(alpha)) * ref.magnitude[f] + std::abs(widen(beta) * c0);
-                    }
-            expect_matches<T>(got, ref, k, p.what);
-            if (p.accumulate) continue;
-            const tensor<T> batched = tessera::batched_matmul(s, p.a, p.b);
-            for (std::size_t i = 0; i < m; ++i)
-                ASSERT_EQ(
-                    std::memcmp(batched.data() + i * n, p.first.data() + i * row, n * sizeof(T)), 0)
-                    << p.what << ", against the batched path";
+                    for (std::size_t j = n; j < row; ++j)
+                        ASSERT_EQ(first[i * row + j], start[i * row + j]) << p.what << ", padding";
+                reference<T> ref = reference_product<T>(p.a[copy], p.b[copy], {m, n});
+                if (p.f == form::alpha_beta)
+                    for (std::size_t i = 0; i < m; ++i)
+                        for (std::size_t j = 0; j < n; ++j) {
+                            const std::size_t f = i * n + j;
+                            const wide_t<T> c0 = widen(start[i * row + j]);
+                            ref.value[f] = widen(alpha) * ref.value[f] + widen(beta) * c0;
+                            ref.magnitude[f] = std::abs(widen(alpha)) * ref.magnitude[f] +
+                                               std::abs(widen(beta) * c0);
+                        }
+                const tensor_view<const T> got =
+                    one(p.first.view().slice(2, 0, static_cast<std::ptrdiff_t>(n)), copy);
+                expect_matches<T>(got, ref, k, p.what);
+                if (p.f == form::alpha_beta) continue;
+                for (std::size_t i = 0; i < m; ++i)
+                    ASSERT_EQ(std::memcmp(batched.data() + (copy * m + i) * n, first + i * row,
+                                          n * sizeof(T)),
+                              0)
+                        << p.what << ", copy " << copy << ", against the batch";
+            }
         }
     });
 }

@@ -55,7 +55,7 @@ class plan_cache;
 
 /// What a session borrows: free lists it may use without locks, the counters it counts into, its
 /// einsum plan slots (detail/plan_cache.hpp) and the small products it remembers
-/// (src/product_slots.hpp). Leased by one thread at a time; the `leased` flag's acquire/release
+/// (detail/product_slots.hpp). Leased by one thread at a time; the `leased` flag's acquire/release
 /// hands it over.
 struct alignas(64) workspace {
     atomic_cell<bool> leased;

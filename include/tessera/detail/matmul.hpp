@@ -138,7 +138,7 @@ template <class T>
 
 /// Runs the single real product of checked operands (z = x @ y; with `accumulate`, z = alpha *
 /// x @ y + beta * z) with the kernel the session's workspace remembers for its shape, strides and
-/// form, when it remembers one (matmul_2d fills the slots): no path choice, no planning, the bits
+/// form, when it remembers one (product_2d fills the slots): no path choice, no planning, the bits
 /// of the first such product. Returns false, having written nothing, otherwise.
 template <class T>
 [[gnu::always_inline]] inline bool run_if_remembered(session& s, const matrix_ref<const T>& x,
@@ -176,10 +176,9 @@ void matmul_2d(session& s, const matrix_ref<const T>& a, const matrix_ref<const 
 /// for rank 2 and inlined, on (data, extents, strides) alone, then the product: 2x2, 3x3 and 4x4
 /// inline, a product the workspace remembers straight to its kernel (run_if_remembered; 3x5x2
 /// float on views built for the call, Zen 5: about 31 -> 26 ns), every other shape through
-/// matmul_2d. Operands may be tensors (whose strides need no
-/// computing) or views. Returns false, having written nothing, for other ranks, an empty product,
-/// an out with a zero stride or a failed check: the general path then handles the operands or
-/// throws its error.
+/// matmul_2d. Operands may be tensors (whose strides need no computing) or views. Returns false,
+/// having written nothing, for other ranks, an empty product, an out with a zero stride or a
+/// failed check: the general path then handles the operands or throws its error.
 template <class T, class A, class B, class C>
 [[gnu::always_inline]] inline bool try_matrix_product(session& s, const A& a, const B& b, C& c) {
     if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) return false;

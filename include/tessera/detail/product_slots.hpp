@@ -1,7 +1,7 @@
 // tessera/detail/product_slots.hpp - the small products a workspace remembers: for a few shapes,
-// the kernel that the last single product of that shape, layout and form resolved to
-// (src/matmul_engine.hpp), so that the next one calls it without choosing the path and planning
-// again (detail/matmul.hpp). Part of ops/matmul.hpp.
+// the kernel that the last single product of its entry resolved to (src/matmul_engine.hpp), so
+// that the next one of the same shape, strides and form calls it without choosing the path and
+// planning again (detail/matmul.hpp). Part of ops/matmul.hpp.
 #pragma once
 
 #include <tessera/detail/small_matmul.hpp>
@@ -37,15 +37,20 @@ struct product_slot {
 
 /// The products a workspace remembers, looked up without a lock by the one session that leases
 /// it; direct-mapped on the shape, for each real element type, so that a warm call compares one
-/// entry and products of a few shapes in turn each keep theirs.
-struct product_slots {
+/// entry. Products of a few shapes in turn mostly keep theirs; two shapes that share an entry
+/// (8x8x8, 16x16x16 and 32x32x32 do), or one shape in two layouts, take turns in it and plan again
+/// on each turn. Cache-line aligned: the workspaces' slots sit side by side.
+struct alignas(64) product_slots {
     static constexpr std::size_t count = 8;
     std::array<product_slot<float>, count> floats;
     std::array<product_slot<double>, count> doubles;
 
     template <class T>
     product_slot<T>& slot(std::ptrdiff_t m, std::ptrdiff_t n, std::ptrdiff_t k) noexcept {
-        const auto i = static_cast<std::size_t>(m * 7 + n * 3 + k) & (count - 1);
+        // Unsigned: an empty product's extents may be anything (overflow wraps, harmlessly).
+        const auto i = (static_cast<std::size_t>(m) * 7 + static_cast<std::size_t>(n) * 3 +
+                        static_cast<std::size_t>(k)) &
+                       (count - 1);
         if constexpr (sizeof(T) == sizeof(float))
             return floats[i];
         else

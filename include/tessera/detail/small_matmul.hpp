@@ -149,7 +149,7 @@ template <class T>
 struct small_gemm_plan {
     void (*run)(const small_gemm_args<T>& args, const small_gemm_plan& plan) noexcept = nullptr;
     int blocks = 0;
-    unsigned tail = 0;
+    unsigned tail_lanes = 0;
     std::ptrdiff_t whole_rows = 0;
 };
 
