@@ -538,7 +538,8 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
               mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1}, mkn{12, 12, 12}, mkn{1, 64, 1},
               mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5}})
             for (const layout& l : layouts) {
-                const auto k = static_cast<std::ptrdiff_t>(z.k), n = static_cast<std::ptrdiff_t>(z.n);
+                const auto k = static_cast<std::ptrdiff_t>(z.k);
+                const auto n = static_cast<std::ptrdiff_t>(z.n);
                 const auto step = static_cast<std::ptrdiff_t>(l.b_step);
                 product p;
                 p.a_store = l.a_transposed ? random_tensor<T>(s, {2, z.k, z.m}, rng)
@@ -585,9 +586,10 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
                                          static_cast<std::ptrdiff_t>(p.a[0].extent(0)),
                                          static_cast<std::ptrdiff_t>(p.b[0].extent(1)),
                                          static_cast<std::ptrdiff_t>(p.a[0].extent(1)));
-                    const auto key = tessera::detail::key_of<T>(
-                        tessera::detail::matrix_of(p.a[copy]), tessera::detail::matrix_of(p.b[copy]),
-                        tessera::detail::matrix_of(p.c[copy]), p.f != form::alpha_beta);
+                    using tessera::detail::matrix_of;
+                    const auto key =
+                        tessera::detail::key_of<T>(matrix_of(p.a[copy]), matrix_of(p.b[copy]),
+                                                   matrix_of(p.c[copy]), p.f != form::alpha_beta);
                     const auto saved = slot;
                     const bool spy =
                         round == 1 && copy == 1 && tessera::detail::same_key(slot.key, key);
