@@ -149,7 +149,7 @@ void run_products(session& s, const tensor_view<const T>& a_in, const tensor_vie
         alpha = T{1};
         beta = T{0};
     }
-    const bool plain = alpha == T{1} && beta == T{0};
+    const bool plain = plain_product(accumulate, alpha, beta);
 
     const small_size size = classify_small(m, k, n);
     const product_path path = product_path_for<T>(m, n, k, plain);
@@ -337,7 +337,7 @@ template <class T>
         // register-blocked kernel's planning decides, depend on the shape, the strides and
         // whether alpha and beta are plain alone: the workspace remembers them for the next
         // product like this one (run_if_remembered).
-        const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
+        const bool plain = plain_product(accumulate, alpha, beta);
         const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
                    uk = static_cast<std::size_t>(k);
         const product_path path = product_path_for<T>(um, un, uk, plain);

@@ -128,6 +128,13 @@ template <class T>
     return {data, rows, cols, rs, cs};
 }
 
+/// Whether a product is plain, c = a @ b: the path choice and the remembered products' key both
+/// read it from here, so that they cannot disagree.
+template <class T>
+[[gnu::always_inline]] inline bool plain_product(bool accumulate, T alpha, T beta) noexcept {
+    return !accumulate || (alpha == T{1} && beta == T{0});
+}
+
 /// What the kernel of the single product x @ y -> z depends on (see product_slots).
 template <class T>
 [[gnu::always_inline]] inline product_key key_of(const matrix_ref<const T>& x,
@@ -146,7 +153,7 @@ template <class T>
                                                      const matrix_ref<T>& z, bool accumulate,
                                                      T alpha, T beta) noexcept {
     if constexpr (std::is_floating_point_v<T>) {
-        const bool plain = !accumulate || (alpha == T{1} && beta == T{0});
+        const bool plain = plain_product(accumulate, alpha, beta);
         const product_slot<T>& slot =
             session_access::workspace_of(s).products->template slot<T>(x.rows, y.cols, x.cols);
         if (!same_key(slot.key, key_of(x, y, z, plain))) return false;
