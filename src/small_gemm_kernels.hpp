@@ -628,27 +628,45 @@ template <class T, int L, int N>
     for (int e = 0; e < count; ++e) element(e) = local[e];
 }
 
-// Every matrix of the batch, in blocks of L / N rows.
+// One matrix, in blocks of L / N rows; B's rows dense.
 template <class T, int L, int N>
-[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args) noexcept {
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
+    const small_gemm_args<T>& x, const plan<L, N>& p, const T* a, const T* b, T* c) noexcept {
     constexpr int R = L / N;
+    constexpr auto all = static_cast<mask>((1u << L) - 1);
+    std::ptrdiff_t g = 0;
+    for (; g + 1 < p.blocks; ++g) block<T, L, N>(x, p, a, b, c, g * R, p.rows, all);
+    block<T, L, N>(x, p, a, b, c, g * R, p.last_rows, p.stored);
+}
+
+// B's k rows of N columns into `dense`.
+template <class T, int N>
+[[gnu::always_inline]] inline void copy_b(const small_gemm_args<T>& x, const T* b,
+                                          T* dense) noexcept {
+    for (std::ptrdiff_t q = 0; q < x.k; ++q)
+        for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
+}
+
+// Every matrix of the batch (Single: a batch of one, for a remembered product, without the batch
+// loop; the same blocks, so the same bits).
+template <class T, int L, int N, bool Single>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
+                                                const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
     const plan<L, N> p = plan_for<L, N>(x.m, x.k, x.a_rs);
-    constexpr auto all = static_cast<mask>((1u << L) - 1);
     // B's rows as they are where dense, else copied here (once where the batch shares B).
     T dense[N * small_gemm_max];
     const bool copy = x.b_rs != N;
+    if constexpr (Single) {
+        if (copy) copy_b<T, N>(x, x.b, dense);
+        return matrix<T, L, N>(x, p, x.a, copy ? dense : x.b, x.c);
+    }
     const T* a = x.a;
     const T* b = x.b;
     T* c = x.c;
     for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-        if (copy && (i == 0 || x.sb != 0))
-            for (std::ptrdiff_t q = 0; q < x.k; ++q)
-                for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
-        const T* const from = copy ? dense : b;
-        std::ptrdiff_t g = 0;
-        for (; g + 1 < p.blocks; ++g) block<T, L, N>(x, p, a, from, c, g * R, p.rows, all);
-        block<T, L, N>(x, p, a, from, c, g * R, p.last_rows, p.stored);
+        if (copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
+        matrix<T, L, N>(x, p, a, copy ? dense : b, c);
         asm("" : "+r"(a), "+r"(b), "+r"(c));
     }
 }
@@ -659,35 +677,27 @@ template <class T, int L, int N>
 // six rows or more, 5 for four; 4 for two float columns; 8 for two double columns. Measured on
 // the AVX-512 machine of docs/performance.md, where 16x16x1 float ran 4.6x and 8x8x2 1.9x faster.
 template <class T>
-constexpr bool pays(std::ptrdiff_t m, std::ptrdiff_t k, std::ptrdiff_t n) noexcept {
-    if (m < 4 || n > 2) return false;
+constexpr bool pays(const small_gemm_args<T>& x) noexcept {
+    if (x.a_cs != 1 || x.m < 4 || x.n > 2) return false;
     if constexpr (sizeof(T) == 4)
-        return n == 1 ? (m >= 6 || k >= 5) : k >= 4;
+        return x.n == 1 ? (x.m >= 6 || x.k >= 5) : x.k >= 4;
     else
-        return n == 1 || k >= 8;
+        return x.n == 1 || x.k >= 8;
 }
 
-// L is the lanes of 256 bits, except for double columns of six rows or more and two double
-// columns, where it is those of 512 bits so that a block holds four rows or more and leaves few
-// unused (measured: one float column, 256 bits 2.7-2.9x faster than 512 at 4 to 8 rows, as fast
-// at 64; one double column, 1.6x faster at 4 rows, 0.85x at 6 and 8; two double columns, 4x8x2
-// 0.7x).
-template <class T>
-[[gnu::target(TESSERA_AVX512_TARGET)]] void batch(const small_gemm_args<T>& x) noexcept {
+// The run for the shape (Single: for a single product). L is the lanes of 256 bits, except for
+// double columns of six rows or more and two double columns, where it is those of 512 bits so
+// that a block holds four rows or more and leaves few unused (measured: one float column, 256
+// bits 2.7-2.9x faster than 512 at 4 to 8 rows, as fast at 64; one double column, 1.6x faster
+// at 4 rows, 0.85x at 6 and 8; two double columns, 4x8x2 0.7x).
+template <class T, bool Single>
+constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
     constexpr int L = 32 / static_cast<int>(sizeof(T));
-    if constexpr (sizeof(T) == 4) {
-        if (x.n == 1)
-            run<T, L, 1>(x);
-        else
-            run<T, L, 2>(x);
-    } else {
-        if (x.n == 2)
-            run<T, 2 * L, 2>(x);
-        else if (x.m >= 6)
-            run<T, 2 * L, 1>(x);
-        else
-            run<T, L, 1>(x);
-    }
+    if constexpr (sizeof(T) == 4)
+        return n == 1 ? &run<T, L, 1, Single> : &run<T, L, 2, Single>;
+    else
+        return n == 2 ? &run<T, 2 * L, 2, Single>
+                      : m >= 6 ? &run<T, 2 * L, 1, Single> : &run<T, L, 1, Single>;
 }
 
 }  // namespace dot
@@ -726,7 +736,7 @@ template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_planned(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
     if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
-    if (x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n)) return dot::batch<T>(x);
+    if (dot::pays(x)) return dot::run_for<T, false>(x.m, x.n)(x, {});
     const auto m = static_cast<std::size_t>(x.m);
     const columns_plan p = plan_columns(x);
     if (p.vectors <= max_panel_vectors) {
@@ -761,22 +771,22 @@ template <class T>
     batch_planned<T>(x);
 }
 
-// A single product's plan: where one panel of equal blocks covers the matrix, its product_run
-// with the planning's block count, tail lanes and whole rows, else batch_planned (the dot
-// products, several panels, unequal blocks), which plans on every call. The same blocks as a
-// batch, so the same bits.
+// A single product's plan: the dot products' run for one matrix; where one panel of equal
+// blocks covers the matrix, its product_run with the planning's block count, tail lanes and whole
+// rows; else batch_planned (several panels, unequal blocks), which plans on every call. The same
+// blocks as a batch, so the same bits.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] small_gemm_plan<T> plan_single(
     const small_gemm_args<T>& x) noexcept {
-    if (x.m != 0 && x.n != 0 && !(x.a_cs == 1 && dot::pays<T>(x.m, x.k, x.n))) {
-        const columns_plan p = plan_columns(x);
-        if (p.vectors <= max_panel_vectors) {
-            const auto m = static_cast<std::size_t>(x.m);
-            const row_cut cut = row_cuts[static_cast<std::size_t>(p.vectors)][m];
-            if (cut.taller == 0)
-                return {rows_run_for<T, true>(p.vectors, p.tail, cut.rows), cut.blocks,
-                        p.tail_lanes, p.whole_rows};
-        }
+    if (x.m == 0 || x.n == 0) return {&run_planned<T>};  // which writes nothing
+    if (dot::pays(x)) return {dot::run_for<T, true>(x.m, x.n)};
+    const columns_plan p = plan_columns(x);
+    if (p.vectors <= max_panel_vectors) {
+        const auto m = static_cast<std::size_t>(x.m);
+        const row_cut cut = row_cuts[static_cast<std::size_t>(p.vectors)][m];
+        if (cut.taller == 0)
+            return {rows_run_for<T, true>(p.vectors, p.tail, cut.rows), cut.blocks, p.tail_lanes,
+                    p.whole_rows};
     }
     return {&run_planned<T>};
 }
