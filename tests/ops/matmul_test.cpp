@@ -533,10 +533,10 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
     };
     std::vector<product> products;
     be.run([&](session& s) {
-        for (const mkn& z :
-             {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8}, mkn{16, 16, 16}, mkn{3, 5, 2}, mkn{7, 7, 7},
-              mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1}, mkn{12, 12, 12}, mkn{1, 64, 1},
-              mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5}})
+        for (const mkn& z : {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8}, mkn{16, 16, 16},
+                             mkn{3, 5, 2}, mkn{7, 7, 7}, mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1},
+                             mkn{12, 12, 12}, mkn{1, 64, 1}, mkn{20, 9, 33}, mkn{5, 5, 6},
+                             mkn{5, 6, 5}, mkn{20, 20, 2}, mkn{8, 8, 2}, mkn{5, 7, 1}})
             for (const layout& l : layouts) {
                 const auto k = static_cast<std::ptrdiff_t>(z.k);
                 const auto n = static_cast<std::ptrdiff_t>(z.n);
@@ -803,12 +803,13 @@ TEST_P(BatchedMatmulTest, EveryKernelVariantTheCpuSupportsMatchesTheReference) {
 // every (m, n, k) of the listed sides and every variant this CPU can run, with A read through
 // its strides (row-major, and transposed with B shared), B dense (where the AVX-512 variant
 // reads a row's last vector whole into the next rows, and masked at the last rows) or with its
-// rows n + 2 apart (shared, or one per matrix), and C dense (the AVX-512 variant's dot products
-// of one or two columns store a block of rows as one vector) or with its rows padded, with guard
-// elements after C's rows and after the batch that must survive: a block that writes one column
-// or row too many, or a remainder path that skips one, fails here. Each batch runs in one call and
-// again as one call a matrix (single products take a path of their own); the dense C's values and
-// both runs' must have the bits of the batch in one call with C padded.
+// rows n + 2 apart (shared, with A transposed or not, or one per matrix), and C dense (the
+// AVX-512 variant's dot products of one or two columns store a block of rows as one vector) or
+// with its rows padded, with guard elements after C's rows and after the batch that must
+// survive: a block that writes one column or row too many, or a remainder path that skips one,
+// fails here. Each batch runs in one call and again as one call a matrix (single products take a
+// path of their own); the dense C's values and both runs' must have the bits of the batch in one
+// call with C padded.
 template <class T>
 void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<std::size_t>& ms,
                           const std::vector<std::size_t>& ns, const std::vector<std::size_t>& ks,
@@ -835,19 +836,22 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                 const reference<T> dense = reference_product<T>(a, b, c0.shape());
                 const reference<T> transposed = reference_product<T>(a_t, b1, c0.shape());
                 const reference<T> padded = reference_product<T>(a, bp, c0.shape());
+                const reference<T> shared = reference_product<T>(a, b1, c0.shape());
                 // The values of the batch in one call with C padded, which every other run must
                 // give bit for bit.
                 std::vector<T> padded_bits;
                 for (unsigned isa = 0; isa <= host; ++isa)
-                    for (const int layout : {0, 1, 2})  // B dense; A^T, B shared; B padded
+                    // B dense; A^T, B shared; B padded; B shared (the dot products copy it once)
+                    for (const int layout : {0, 1, 2, 3})
                         for (const int pass : {0, 1, 2, 3}) {
                             // C padded, then dense; the batch in one call, then a call a matrix
                             // (single products take a path of their own).
                             const bool dense_c = pass % 2 == 1, single = pass >= 2;
                             const bool trans = layout == 1;
-                            const reference<T>& ref = layout == 0 ? dense
-                                                      : trans     ? transposed
-                                                                  : padded;
+                            const reference<T>& ref = layout == 0   ? dense
+                                                      : trans       ? transposed
+                                                      : layout == 2 ? padded
+                                                                    : shared;
                             // C's rows padded with guard columns and a guard row after each matrix,
                             // or dense with guard elements after the batch (one flat run of
                             // (m + 1) (n + pad) elements per matrix either way, read as [m, n] at
@@ -867,7 +871,7 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                             const std::ptrdiff_t a_rs = trans ? 1 : sz(k), a_cs = trans ? sz(m) : 1;
                             const T* const b_data = layout == 0 ? b.data() : bw.data();
                             const std::ptrdiff_t b_rs = sz(layout == 0 ? n : n + 2);
-                            const std::ptrdiff_t b_step = trans ? 0 : b_rs * sz(k);
+                            const std::ptrdiff_t b_step = trans || layout == 3 ? 0 : b_rs * sz(k);
                             const tessera::detail::small_gemm_args<T> args{
                                 sz(m),      sz(n),  sz(k),      a_data, a_rs, a_cs,
                                 sz(m * k),  b_data, b_rs,       b_step, into, sz(row),
@@ -891,6 +895,7 @@ void check_blocked_shapes(session& s, std::mt19937_64& rng, const std::vector<st
                                 std::to_string(n) +
                                 (trans         ? " a^T, shared b"
                                  : layout == 2 ? " b rows padded"
+                                 : layout == 3 ? " shared b, rows padded"
                                                : "") +
                                 (dense_c ? " dense c" : "") + (single ? ", a call a matrix" : "") +
                                 (accumulate ? " accumulate, beta " + std::to_string(beta) : "");
