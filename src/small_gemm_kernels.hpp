@@ -629,8 +629,9 @@ template <class T, int L, int N, bool One>
 }
 
 // One matrix, in blocks of L / N rows; B's rows dense. One: k is one chunk (k <= L), the block
-// without its loop over chunks (measured on Zen 5, a batch: 6x6x1 float 1.24x, 4x5x1 float 1.3x,
-// 8x8x2 float 1.2x, 6x6x1 double 1.1x faster); the same operations in the same order.
+// without its loop over chunks (measured on Zen 5, a batch: 6x6x1 float 1.21-1.25x, 4x5x1 float
+// 1.35x, 8x8x2 float 1.13x, 6x6x1 double 1.10-1.14x faster); the same operations in the same
+// order.
 template <class T, int L, int N, bool One>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
     const small_gemm_args<T>& x, const plan<L, N>& p, const T* a, const T* b, T* c) noexcept {
