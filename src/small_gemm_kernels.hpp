@@ -664,15 +664,16 @@ template <class T, int L, int N, bool Single>
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         if constexpr (Single) {
             if (copy) copy_b<T, N>(x, x.b, dense);
-            return matrix<T, L, N, One>(x, p, x.a, copy ? dense : x.b, x.c);
-        }
-        const T* a = x.a;
-        const T* b = x.b;
-        T* c = x.c;
-        for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-            if (copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
-            matrix<T, L, N, One>(x, p, a, copy ? dense : b, c);
-            asm("" : "+r"(a), "+r"(b), "+r"(c));
+            matrix<T, L, N, One>(x, p, x.a, copy ? dense : x.b, x.c);
+        } else {
+            const T* a = x.a;
+            const T* b = x.b;
+            T* c = x.c;
+            for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
+                if (copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
+                matrix<T, L, N, One>(x, p, a, copy ? dense : b, c);
+                asm("" : "+r"(a), "+r"(b), "+r"(c));
+            }
         }
     };
     if (p.chunks == 1)
