@@ -561,9 +561,44 @@ template <int L, int N>
     return p;
 }
 
+// The lanes `stored` of `out`, elements of C in row-major order from `to` (N columns), written as
+// they are or as alpha out + beta C. C's rows dense: one masked access each way; else element by
+// element through a local array, the arithmetic the same vector code either way (two scalar
+// versions of alpha s + beta c could fuse different products).
+template <class T, int L, int N>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void write(
+    const small_gemm_args<T>& x, T* to, mask stored, vec_t<T, L> out) noexcept {
+    using V = vec_t<T, L>;
+    const bool dense = x.c_rs == N;
+    const int count = std::popcount(stored);
+    const auto element = [&x, to](int e) -> T& { return to[e / N * x.c_rs + e % N]; };
+    if (x.accumulate) {
+        out = opaque_avx512(x.alpha * out);  // as in the blocks above
+        if (x.beta != T{0}) {
+            V old;
+            if (dense) {
+                old = load<T, L, true>(to, stored);
+            } else {
+                T from[L] = {};
+                for (int e = 0; e < count; ++e) from[e] = element(e);
+                std::memcpy(&old, from, sizeof(V));
+            }
+            out += x.beta * old;
+        }
+    }
+    if (dense) {
+        store<T, L>(to, stored, out);
+        return;
+    }
+    T local[L];
+    std::memcpy(local, &out, sizeof(V));
+    for (int e = 0; e < count; ++e) element(e) = local[e];
+}
+
 // The L elements of C of the rows `first` .. first + L / N - 1 of one matrix (fewer in the last
-// block, whose rows past the last are read as the last row again, their sums not stored).
-template <class T, int L, int N, bool One>
+// block, whose rows past the last are read as the last row again, their sums not stored). Plain:
+// C's rows dense and only written (one masked store).
+template <class T, int L, int N, bool One, bool Plain>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block(
     const small_gemm_args<T>& x, const plan<L, N>& p, const T* __restrict a, const T* __restrict b,
     T* __restrict c, std::ptrdiff_t first, const std::ptrdiff_t (&rows)[L / N],
@@ -597,49 +632,24 @@ template <class T, int L, int N, bool One>
             for (int j = 0; j < N; ++j) acc[r * N + j] += row * column[j];
         }
     }
-    V out = sums<T, L>(acc);
-    // C's rows dense: one masked access each way; else element by element through a local array,
-    // the arithmetic the same vector code either way (two scalar versions of alpha s + beta c
-    // could fuse different products).
-    T* const to = c + first * x.c_rs;
-    const bool dense = x.c_rs == N;
-    const int count = std::popcount(stored);
-    const auto element = [&x, to](int e) -> T& { return to[e / N * x.c_rs + e % N]; };
-    if (x.accumulate) {
-        out = opaque_avx512(x.alpha * out);  // as in the blocks above
-        if (x.beta != T{0}) {
-            V old;
-            if (dense) {
-                old = load<T, L, true>(to, stored);
-            } else {
-                T from[L] = {};
-                for (int e = 0; e < count; ++e) from[e] = element(e);
-                std::memcpy(&old, from, sizeof(V));
-            }
-            out += x.beta * old;
-        }
-    }
-    if (dense) {
-        store<T, L>(to, stored, out);
-        return;
-    }
-    T local[L];
-    std::memcpy(local, &out, sizeof(V));
-    for (int e = 0; e < count; ++e) element(e) = local[e];
+    if constexpr (Plain)
+        store<T, L>(c + first * N, stored, sums<T, L>(acc));
+    else
+        write<T, L, N>(x, c + first * x.c_rs, stored, sums<T, L>(acc));
 }
 
 // One matrix, in blocks of L / N rows; B's rows dense. One: k is one chunk (k <= L), the block
 // without its loop over chunks (measured on Zen 5, a batch: 6x6x1 float 1.21-1.25x, 4x5x1 float
 // 1.35x, 8x8x2 float 1.13x, 6x6x1 double 1.10-1.14x faster); the same operations in the same
 // order.
-template <class T, int L, int N, bool One>
+template <class T, int L, int N, bool One, bool Plain>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
     const small_gemm_args<T>& x, const plan<L, N>& p, const T* a, const T* b, T* c) noexcept {
     constexpr int R = L / N;
     constexpr auto all = static_cast<mask>((1u << L) - 1);
     std::ptrdiff_t g = 0;
-    for (; g + 1 < p.blocks; ++g) block<T, L, N, One>(x, p, a, b, c, g * R, p.rows, all);
-    block<T, L, N, One>(x, p, a, b, c, g * R, p.last_rows, p.stored);
+    for (; g + 1 < p.blocks; ++g) block<T, L, N, One, Plain>(x, p, a, b, c, g * R, p.rows, all);
+    block<T, L, N, One, Plain>(x, p, a, b, c, g * R, p.last_rows, p.stored);
 }
 
 // B's k rows of N columns into `dense`.
@@ -660,26 +670,33 @@ template <class T, int L, int N, bool Single>
     // B's rows as they are where dense, else copied here (once where the batch shares B).
     T dense[N * small_gemm_max];
     const bool copy = x.b_rs != N;
-    const auto matrices = [&]<bool One>()
+    // The plain product (B's and C's rows dense, C only written) has loops of its own, without
+    // the tests of the other forms in each block: measured on Zen 5, a batch, 16x16x1 float
+    // 1.16x, double 1.11x, 20x20x2 float 1.20x, 8x8x2 float 1.29x faster. The same vector
+    // stored, so the same bits.
+    const bool plain = !copy && !x.accumulate && x.c_rs == N;
+    const auto matrices = [&]<bool One, bool Plain>()
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         if constexpr (Single) {
-            if (copy) copy_b<T, N>(x, x.b, dense);
-            matrix<T, L, N, One>(x, p, x.a, copy ? dense : x.b, x.c);
+            if (!Plain && copy) copy_b<T, N>(x, x.b, dense);
+            matrix<T, L, N, One, Plain>(x, p, x.a, !Plain && copy ? dense : x.b, x.c);
         } else {
             const T* a = x.a;
             const T* b = x.b;
             T* c = x.c;
             for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-                if (copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
-                matrix<T, L, N, One>(x, p, a, copy ? dense : b, c);
+                if (!Plain && copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
+                matrix<T, L, N, One, Plain>(x, p, a, !Plain && copy ? dense : b, c);
                 asm("" : "+r"(a), "+r"(b), "+r"(c));
             }
         }
     };
     if (p.chunks == 1)
-        matrices.template operator()<true>();
+        plain ? matrices.template operator()<true, true>()
+              : matrices.template operator()<true, false>();
     else
-        matrices.template operator()<false>();
+        plain ? matrices.template operator()<false, true>()
+              : matrices.template operator()<false, false>();
 }
 
 // Where the dot products beat the panels: A's rows contiguous, one or two columns and at least
@@ -712,6 +729,237 @@ constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
 }
 
 }  // namespace dot
+
+// Products of one column where A is dense (its rows end to end) and small: A read as the m k
+// elements it is, in whole vectors (the last masked), multiplied lane by lane by B's column
+// repeated once a row (one permute a vector), and the k products of each row summed by adding
+// the products to themselves shifted along the vectors: sums of 2, 4, 8 neighbours, and of the
+// binary digits of k, lowest first (k = 6: (p0 + p1) + ((p2 + p3) + (p4 + p5))); C's m sums, at
+// lanes 0, k, 2k, ..., gathered by permutes into one vector. Where the dot products above load
+// a row a vector and spend a tree on each block of rows (6x6x1 float: 9 masked loads, 14
+// shuffles), this loads three vectors and shifts each three times.
+namespace flat {
+
+template <class T, int NV>
+using vectors = vec_t<T, width<T>>[NV];
+
+// The permutes are written as the instructions they are (vpermps, vpermt2ps, valignd and their
+// double forms), with their indices as constants: GCC 12 lowers some __builtin_shufflevector
+// patterns of 512-bit doubles to an in-lane vpermilpd that takes the wrong element (lane 3 of
+// (x, y) from x[5] came out as x[3]).
+
+// The indices Src(0), Src(1), ... of a permute, made at compile time.
+template <class T, class Src>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline __m512i index_vector() noexcept {
+    using index = std::conditional_t<sizeof(T) == 4, int, long long>;
+    static constexpr std::array<index, width<T>> from = [] {
+        std::array<index, width<T>> i{};
+        for (int l = 0; l < width<T>; ++l) i[static_cast<std::size_t>(l)] = Src{}(l);
+        return i;
+    }();
+    __m512i v;
+    std::memcpy(&v, from.data(), sizeof(v));
+    return v;
+}
+
+// Lane l of the result: lane Src(l) of x, or of y (Src(l) - W) where Src(l) >= W.
+template <class T, class Src>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> permute(
+    vec_t<T, width<T>> x, vec_t<T, width<T>> y, Src) noexcept {
+    if constexpr (sizeof(T) == 4)
+        return _mm512_permutex2var_ps(x, index_vector<T, Src>(), y);
+    else
+        return _mm512_permutex2var_pd(x, index_vector<T, Src>(), y);
+}
+// Lane l of the result: lane Src(l) of x.
+template <class T, class Src>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> permute(
+    vec_t<T, width<T>> x, Src) noexcept {
+    // The maskz forms: GCC 12's unmasked ones warn of an uninitialised operand.
+    if constexpr (sizeof(T) == 4)
+        return _mm512_maskz_permutexvar_ps(0xffff, index_vector<T, Src>(), x);
+    else
+        return _mm512_maskz_permutexvar_pd(0xff, index_vector<T, Src>(), x);
+}
+
+// Lanes S .. S + W - 1 of the concatenation (x, y).
+template <class T, int S>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> shifted(
+    vec_t<T, width<T>> x, vec_t<T, width<T>> y) noexcept {
+    const __m512i low = reinterpret_cast<__m512i>(x), high = reinterpret_cast<__m512i>(y);
+    using V = vec_t<T, width<T>>;
+    if constexpr (sizeof(T) == 4)
+        return reinterpret_cast<V>(_mm512_maskz_alignr_epi32(0xffff, high, low, S));  // as above
+    else
+        return reinterpret_cast<V>(_mm512_maskz_alignr_epi64(0xff, high, low, S));
+}
+
+// to[i] += lanes S .. of (from[i], from[i + 1]): position q of `to` gains position q + S of
+// `from` (past the last vector, zeros).
+template <class T, int NV, int S>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void add_shifted(
+    vectors<T, NV>& to, const vectors<T, NV>& from) noexcept {
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i)
+        to[i] += shifted<T, S>(from[i], i + 1 < NV ? from[i + 1] : vec_t<T, width<T>>{});
+}
+
+// Position q of `sums` becomes the sum of positions q .. q + K - 1 of the products, taking the
+// binary digits of K from the lowest: `runs` holds the sums of Bit neighbours, `sums` those of
+// the digits below Bit (Offset neighbours; none yet where Offset is 0).
+template <class T, int NV, int K, int Bit = 1, int Offset = 0>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void sum_runs(
+    vectors<T, NV>& sums, vectors<T, NV>& runs) noexcept {
+    constexpr bool digit = (K & Bit) != 0;
+    if constexpr (digit) {
+        if constexpr (Offset == 0) {
+#pragma GCC unroll 8
+            for (int i = 0; i < NV; ++i) sums[i] = runs[i];
+        } else {
+            add_shifted<T, NV, Offset>(sums, runs);
+        }
+    }
+    if constexpr (2 * Bit <= K) {
+        vectors<T, NV> doubled;
+#pragma GCC unroll 8
+        for (int i = 0; i < NV; ++i) doubled[i] = runs[i];
+        add_shifted<T, NV, Bit>(doubled, runs);
+        sum_runs<T, NV, K, 2 * Bit, digit ? Offset + Bit : Offset>(sums, doubled);
+    }
+}
+
+// Lane r of the result: position r K of the vectors, for r < M.
+template <class T, int NV, int M, int K>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> gather(
+    const vectors<T, NV>& v) noexcept {
+    constexpr int W = width<T>;
+    using V = vec_t<T, W>;
+    // Positions in vectors 0 and 1, then those in vectors 2 and 3 over them.
+    const V low = permute<T>(v[0], NV > 1 ? v[1] : V{},
+                             [](int r) { return r < M && r * K < 2 * W ? r * K : r; });
+    if constexpr (NV <= 2) {
+        return low;
+    } else {
+        const V high = permute<T>(v[2], NV > 3 ? v[3] : V{}, [](int r) {
+            return r < M && r * K >= 2 * W ? r * K - 2 * W : r;
+        });
+        return permute<T>(low, high, [](int r) { return r < M && r * K >= 2 * W ? W + r : r; });
+    }
+}
+
+// Vector I of B's column repeated once a row: lane l holds element (I W + l) mod K.
+template <class T, int K, int I>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> repeated(
+    vec_t<T, width<T>> column) noexcept {
+    return permute<T>(column, [](int l) { return (I * width<T> + l) % K; });
+}
+
+// The products of A's vector I and B's column repeated; the last vector's lanes past A masked.
+template <class T, int M, int K, int I>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> products(
+    const T* a, vec_t<T, width<T>> column) noexcept {
+    constexpr int W = width<T>, left = M * K - I * W;
+    const vec_t<T, W> row =
+        left >= W ? load<T, W, false>(a + I * W, 0) : load<T, W, true>(a + I * W, (1u << left) - 1);
+    return row * repeated<T, K, I>(column);
+}
+
+// One matrix, B's column dense. Plain: C dense and only written (one masked store).
+template <class T, int M, int K, bool Plain, std::size_t... I>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
+    const small_gemm_args<T>& x, const T* a, const T* b, T* c, std::index_sequence<I...>) noexcept {
+    constexpr int W = width<T>, NV = sizeof...(I);
+    const vec_t<T, W> column = load<T, W, true>(b, (1u << K) - 1);
+    vectors<T, NV> runs = {products<T, M, K, static_cast<int>(I)>(a, column)...};
+    vectors<T, NV> sums;
+    sum_runs<T, NV, K>(sums, runs);
+    if constexpr (Plain)
+        store<T, W>(c, (1u << M) - 1, gather<T, NV, M, K>(sums));
+    else
+        dot::write<T, W, 1>(x, c, (1u << M) - 1, gather<T, NV, M, K>(sums));
+}
+
+// Every matrix of the batch (Single: one, for a remembered product), B's column copied to a
+// dense local array where its elements are not adjacent (once where the batch shares it). The
+// plain product (B's and C's columns dense, C only written) has a loop of its own, as the dot
+// products' (measured: a batch, 6x6x1 float 1.19x, 4x4x1 float 1.45x, 16x4x1 float 1.4x, 6x6x1
+// double 1.12x faster than one loop for all).
+template <class T, int M, int K, bool Single>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
+                                                const small_gemm_plan<T>&) noexcept {
+    const small_gemm_args<T> x = args;  // as in rows_run
+    constexpr auto vectors = std::make_index_sequence<(M * K + width<T> - 1) / width<T>>{};
+    const bool copy = x.b_rs != 1;
+    const bool plain = !copy && !x.accumulate && x.c_rs == 1;
+    const auto matrices = [&]<bool Plain>()
+        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+        T dense[K];
+        if constexpr (Single) {
+            if (copy) dot::copy_b<T, 1>(x, x.b, dense);
+            matrix<T, M, K, Plain>(x, x.a, copy ? dense : x.b, x.c, vectors);
+        } else {
+            const T* a = x.a;
+            const T* b = x.b;
+            T* c = x.c;
+            for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
+                if (!Plain && copy && (i == 0 || x.sb != 0)) dot::copy_b<T, 1>(x, b, dense);
+                matrix<T, M, K, Plain>(x, a, !Plain && copy ? dense : b, c, vectors);
+                asm("" : "+r"(a), "+r"(b), "+r"(c));
+            }
+        }
+    };
+    if (plain)
+        matrices.template operator()<true>();
+    else
+        matrices.template operator()<false>();
+}
+
+// The shapes it takes: rows of up to `most_k` elements, at most a vector of rows, C's sums in
+// the first four vectors (at most five of A); and of those, where it beats the dot products and
+// the panels. Measured on Zen 5, a batch of each shape (float m 2-16 by k 1-8 up to 64 elements,
+// double m 2-8 up to 40): 1.1-5.4x faster than before, but where the dot products fill their one
+// block of rows and k is long: m 7 or 8 with k >= 5 (float 0.75-1.08x, double 7x5 0.93x), double
+// m 4 with k >= 7 (0.89x).
+template <class T>
+inline constexpr int most_k = 8;
+template <class T>
+constexpr bool pays(int m, int k) noexcept {
+    constexpr int W = width<T>;
+    const bool fits = m <= W && k <= most_k<T> && (m - 1) * k < 4 * W && m * k <= 5 * W;
+    const bool dot_fills = ((m == 7 || m == 8) && k >= 5) || (sizeof(T) == 8 && m == 4 && k >= 7);
+    return fits && !dot_fills;
+}
+
+template <class T>
+using entry = void (*)(const small_gemm_args<T>&, const small_gemm_plan<T>&) noexcept;
+template <class T, bool Single, int M, int K>
+constexpr entry<T> entry_for() noexcept {
+    if constexpr (pays<T>(M, K))
+        return &run<T, M, K, Single>;
+    else
+        return nullptr;
+}
+template <class T, bool Single, int M, int... K>
+constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
+    return std::array<entry<T>, most_k<T> + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
+}
+template <class T, bool Single, int... M>
+constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
+    return std::array{
+        std::array<entry<T>, most_k<T> + 1>{},
+        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k<T>>{})...};
+}
+
+// The run for a product of these shapes (Single: for a single product), or none.
+template <class T, bool Single>
+entry<T> run_for(const small_gemm_args<T>& x) noexcept {
+    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
+    if (x.n != 1 || x.a_cs != 1 || x.a_rs != x.k || x.m > width<T> || x.k > most_k<T>)
+        return nullptr;
+    return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)];
+}
+
+}  // namespace flat
 
 // How one matrix's row of C is covered: `vectors` vectors, the last a tail of a quarter, half or
 // all of the width (`tail` 0, 1, 2) whose columns of C are `tail_lanes`, and the rows of B whose
@@ -747,6 +995,7 @@ template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_planned(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
     if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
+    if (const auto run = flat::run_for<T, false>(x)) return run(x, {});
     if (dot::pays(x)) return dot::run_for<T, false>(x.m, x.n)(x, {});
     const auto m = static_cast<std::size_t>(x.m);
     const columns_plan p = plan_columns(x);
@@ -790,6 +1039,7 @@ template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] small_gemm_plan<T> plan_single(
     const small_gemm_args<T>& x) noexcept {
     if (x.m == 0 || x.n == 0) return {&run_planned<T>};  // which writes nothing
+    if (const auto run = flat::run_for<T, true>(x)) return {run};
     if (dot::pays(x)) return {dot::run_for<T, true>(x.m, x.n)};
     const columns_plan p = plan_columns(x);
     if (p.vectors <= max_panel_vectors) {
