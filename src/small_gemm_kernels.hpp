@@ -828,6 +828,16 @@ template <class T, int NV, int K, int Bit = 1, int Offset = 0>
     }
 }
 
+// Vector I of v, zeros past the last.
+template <int I, class V, int NV>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline V vector_at(
+    const V (&v)[NV]) noexcept {
+    if constexpr (I < NV)
+        return v[I];
+    else
+        return V{};
+}
+
 // Lane r of the result: position r K of the vectors, for r < M.
 template <class T, int NV, int M, int K>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> gather(
@@ -835,12 +845,12 @@ template <class T, int NV, int M, int K>
     constexpr int W = width<T>;
     using V = vec_t<T, W>;
     // Positions in vectors 0 and 1, then those in vectors 2 and 3 over them.
-    const V low = permute<T>(v[0], NV > 1 ? v[1] : V{},
-                             [](int r) { return r < M && r * K < 2 * W ? r * K : r; });
+    const V low =
+        permute<T>(v[0], vector_at<1>(v), [](int r) { return r < M && r * K < 2 * W ? r * K : r; });
     if constexpr (NV <= 2) {
         return low;
     } else {
-        const V high = permute<T>(v[2], NV > 3 ? v[3] : V{}, [](int r) {
+        const V high = permute<T>(v[2], vector_at<3>(v), [](int r) {
             return r < M && r * K >= 2 * W ? r * K - 2 * W : r;
         });
         return permute<T>(low, high, [](int r) { return r < M && r * K >= 2 * W ? W + r : r; });
@@ -859,8 +869,11 @@ template <class T, int M, int K, int I>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> products(
     const T* a, vec_t<T, width<T>> column) noexcept {
     constexpr int W = width<T>, left = M * K - I * W;
-    const vec_t<T, W> row =
-        left >= W ? load<T, W, false>(a + I * W, 0) : load<T, W, true>(a + I * W, (1u << left) - 1);
+    vec_t<T, W> row;
+    if constexpr (left >= W)
+        row = load<T, W, false>(a + I * W, 0);
+    else
+        row = load<T, W, true>(a + I * W, (1u << left) - 1);
     return row * repeated<T, K, I>(column);
 }
 
@@ -888,22 +901,22 @@ template <class T, int M, int K, bool Single>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
                                                 const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
-    constexpr auto vectors = std::make_index_sequence<(M * K + width<T> - 1) / width<T>>{};
+    constexpr auto of_a = std::make_index_sequence<(M * K + width<T> - 1) / width<T>>{};
     const bool copy = x.b_rs != 1;
     const bool plain = !copy && !x.accumulate && x.c_rs == 1;
     const auto matrices = [&]<bool Plain>()
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         T dense[K];
         if constexpr (Single) {
-            if (copy) dot::copy_b<T, 1>(x, x.b, dense);
-            matrix<T, M, K, Plain>(x, x.a, copy ? dense : x.b, x.c, vectors);
+            if (!Plain && copy) dot::copy_b<T, 1>(x, x.b, dense);
+            matrix<T, M, K, Plain>(x, x.a, !Plain && copy ? dense : x.b, x.c, of_a);
         } else {
             const T* a = x.a;
             const T* b = x.b;
             T* c = x.c;
             for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
                 if (!Plain && copy && (i == 0 || x.sb != 0)) dot::copy_b<T, 1>(x, b, dense);
-                matrix<T, M, K, Plain>(x, a, !Plain && copy ? dense : b, c, vectors);
+                matrix<T, M, K, Plain>(x, a, !Plain && copy ? dense : b, c, of_a);
                 asm("" : "+r"(a), "+r"(b), "+r"(c));
             }
         }
@@ -917,15 +930,15 @@ template <class T, int M, int K, bool Single>
 // The shapes it takes: rows of up to `most_k` elements, at most a vector of rows, C's sums in
 // the first four vectors (at most five of A); and of those, where it beats the dot products and
 // the panels. Measured on Zen 5, a batch of each shape (float m 2-16 by k 1-8 up to 64 elements,
-// double m 2-8 up to 40): 1.1-5.4x faster than before, but where the dot products fill their one
+// double m 2-8 up to 32, and 6x6, 5x7, 7x5): 1.1-5.4x faster than before (3x5x1 float and other
+// shapes of fewer than four rows took the panels), but where the dot products fill their one
 // block of rows and k is long: m 7 or 8 with k >= 5 (float 0.75-1.08x, double 7x5 0.93x), double
 // m 4 with k >= 7 (0.89x).
-template <class T>
 inline constexpr int most_k = 8;
 template <class T>
 constexpr bool pays(int m, int k) noexcept {
     constexpr int W = width<T>;
-    const bool fits = m <= W && k <= most_k<T> && (m - 1) * k < 4 * W && m * k <= 5 * W;
+    const bool fits = m <= W && k <= most_k && (m - 1) * k < 4 * W && m * k <= 5 * W;
     const bool dot_fills = ((m == 7 || m == 8) && k >= 5) || (sizeof(T) == 8 && m == 4 && k >= 7);
     return fits && !dot_fills;
 }
@@ -941,20 +954,21 @@ constexpr entry<T> entry_for() noexcept {
 }
 template <class T, bool Single, int M, int... K>
 constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
-    return std::array<entry<T>, most_k<T> + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
+    return std::array<entry<T>, most_k + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
 }
 template <class T, bool Single, int... M>
 constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
     return std::array{
-        std::array<entry<T>, most_k<T> + 1>{},
-        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k<T>>{})...};
+        std::array<entry<T>, most_k + 1>{},
+        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
 }
 
 // The run for a product of these shapes (Single: for a single product), or none.
 template <class T, bool Single>
 entry<T> run_for(const small_gemm_args<T>& x) noexcept {
     static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
-    if (x.n != 1 || x.a_cs != 1 || x.a_rs != x.k || x.m > width<T> || x.k > most_k<T>)
+    // (One row of A is dense whatever its row stride.)
+    if (x.n != 1 || x.a_cs != 1 || (x.a_rs != x.k && x.m != 1) || x.m > width<T> || x.k > most_k)
         return nullptr;
     return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)];
 }
@@ -1031,7 +1045,8 @@ template <class T>
     batch_planned<T>(x);
 }
 
-// A single product's plan: the dot products' run for one matrix; where one panel of equal
+// A single product's plan: the shifted sums' or the dot products' run for one matrix; where one
+// panel of equal
 // blocks covers the matrix, its product_run with the planning's block count, tail lanes and whole
 // rows; else batch_planned (several panels, unequal blocks), which plans on every call. The same
 // blocks as a batch, so the same bits.

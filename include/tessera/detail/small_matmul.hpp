@@ -98,9 +98,9 @@ inline constexpr std::size_t small_gemm_max = 64;
 /// Whether the register-blocked kernel is faster than the fixed-size kernel of `size` at level
 /// `isa` for real elements of `bytes` bytes. Measured with small_gemm_bench (AMD EPYC, GCC 12):
 /// with AVX2, 1.5-2.1x at 16 and 32 in float and double, 1.2-1.5x at 5 and 6 in double; with
-/// AVX-512, about 1.15x at 16 in double and 1.0-1.17x at 32 in both (5 of 6 runs), and 1.15x at
-/// [4,4] x [4,1] in double (its shifted sums, 2026-12-05; the fixed-size kernels 1.2-8x faster at
-/// every other size).
+/// AVX-512, about 1.15x at 16 in double and 1.0-1.17x at 32 in both (5 of 6 runs), and 1.09x at
+/// [4,4] x [4,1] in double (its shifted sums, 2026-12-05); the fixed-size kernels 1.2-8x faster at
+/// every other size.
 /// The fixed-size kernels stay the choice everywhere else and at the baseline level (not
 /// measured).
 constexpr bool blocked_beats_fixed(kernel_isa isa, small_size size, std::size_t bytes) noexcept {
@@ -144,8 +144,8 @@ void run_small_gemm(kernel_isa isa, const small_gemm_args<T>& args) noexcept;
 
 /// What run_small_gemm decides for a single product of one shape and layout, kept to be called
 /// again without deciding it: `run(args, plan)` computes what run_small_gemm(isa, args) does, with
-/// the same bits, for any args of that shape and layout (m, n, k, A's column stride and whether
-/// B's rows are dense; count 1). The block count, tail lanes and rows of B read whole are the
+/// the same bits, for any args of that shape and layout (m, n, k, A's strides and whether B's
+/// rows are dense; count 1). The block count, tail lanes and rows of B read whole are the
 /// planning's, for the entry that takes them; the others ignore them.
 template <class T>
 struct small_gemm_plan {
