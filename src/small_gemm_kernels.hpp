@@ -660,6 +660,29 @@ template <class T, int N>
         for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
 }
 
+// one(a, b, c) for every matrix of the batch (Single: for the one matrix, without the batch loop),
+// B's k rows of N columns as they are where dense, else copied into `dense` (once where the batch
+// shares B). Plain: B's rows dense.
+template <class T, int N, bool Single, bool Plain, class One>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void each_matrix(
+    const small_gemm_args<T>& x, T* dense, One one) noexcept {
+    const bool copy = !Plain && x.b_rs != N;
+    if constexpr (Single) {
+        if (copy) copy_b<T, N>(x, x.b, dense);
+        one(x.a, copy ? dense : x.b, x.c);
+    } else {
+        const T* a = x.a;
+        const T* b = x.b;
+        T* c = x.c;
+        for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
+            if (copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
+            one(a, copy ? dense : b, c);
+            // As in small_kernels::batch_loop_one_by_one: no vectorising across matrices.
+            asm("" : "+r"(a), "+r"(b), "+r"(c));
+        }
+    }
+}
+
 // Every matrix of the batch (Single: a batch of one, for a remembered product, without the batch
 // loop; the same blocks, so the same bits).
 template <class T, int L, int N, bool Single>
@@ -667,29 +690,20 @@ template <class T, int L, int N, bool Single>
                                                 const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
     const plan<L, N> p = plan_for<L, N>(x.m, x.k, x.a_rs);
-    // B's rows as they are where dense, else copied here (once where the batch shares B).
-    T dense[N * small_gemm_max];
-    const bool copy = x.b_rs != N;
+    T dense[N * small_gemm_max];  // B's rows where they are not dense (each_matrix)
     // The plain product (B's and C's rows dense, C only written) has loops of its own, without
     // the tests of the other forms in each block: measured on Zen 5, a batch, 16x16x1 float
     // 1.16x, double 1.11x, 20x20x2 float 1.20x, 8x8x2 float 1.29x faster. The same vector
     // stored, so the same bits.
-    const bool plain = !copy && !x.accumulate && x.c_rs == N;
+    const bool plain = x.b_rs == N && !x.accumulate && x.c_rs == N;
     const auto matrices = [&]<bool One, bool Plain>()
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-        if constexpr (Single) {
-            if (!Plain && copy) copy_b<T, N>(x, x.b, dense);
-            matrix<T, L, N, One, Plain>(x, p, x.a, !Plain && copy ? dense : x.b, x.c);
-        } else {
-            const T* a = x.a;
-            const T* b = x.b;
-            T* c = x.c;
-            for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-                if (!Plain && copy && (i == 0 || x.sb != 0)) copy_b<T, N>(x, b, dense);
-                matrix<T, L, N, One, Plain>(x, p, a, !Plain && copy ? dense : b, c);
-                asm("" : "+r"(a), "+r"(b), "+r"(c));
-            }
-        }
+        each_matrix<T, N, Single, Plain>(
+            x, dense,
+            [&](const T* a, const T* b, T* c)
+                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                    matrix<T, L, N, One, Plain>(x, p, a, b, c);
+                });
     };
     if (p.chunks == 1)
         plain ? matrices.template operator()<true, true>()
@@ -902,24 +916,16 @@ template <class T, int M, int K, bool Single>
                                                 const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
     constexpr auto of_a = std::make_index_sequence<(M * K + width<T> - 1) / width<T>>{};
-    const bool copy = x.b_rs != 1;
-    const bool plain = !copy && !x.accumulate && x.c_rs == 1;
+    const bool plain = x.b_rs == 1 && !x.accumulate && x.c_rs == 1;
     const auto matrices = [&]<bool Plain>()
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
         T dense[K];
-        if constexpr (Single) {
-            if (!Plain && copy) dot::copy_b<T, 1>(x, x.b, dense);
-            matrix<T, M, K, Plain>(x, x.a, !Plain && copy ? dense : x.b, x.c, of_a);
-        } else {
-            const T* a = x.a;
-            const T* b = x.b;
-            T* c = x.c;
-            for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-                if (!Plain && copy && (i == 0 || x.sb != 0)) dot::copy_b<T, 1>(x, b, dense);
-                matrix<T, M, K, Plain>(x, a, !Plain && copy ? dense : b, c, of_a);
-                asm("" : "+r"(a), "+r"(b), "+r"(c));
-            }
-        }
+        dot::each_matrix<T, 1, Single, Plain>(
+            x, dense,
+            [&](const T* a, const T* b, T* c)
+                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                    matrix<T, M, K, Plain>(x, a, b, c, of_a);
+                });
     };
     if (plain)
         matrices.template operator()<true>();
@@ -975,6 +981,15 @@ entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 
 }  // namespace flat
 
+// The run of the shifted sums or of the dot products where either takes the shape (Single: for a
+// single product), else none: the one decision of a batch and a single product.
+template <class T, bool Single>
+[[gnu::always_inline]] inline flat::entry<T> sums_run(const small_gemm_args<T>& x) noexcept {
+    if (const auto run = flat::run_for<T, Single>(x)) return run;
+    if (dot::pays(x)) return dot::run_for<T, Single>(x.m, x.n);
+    return nullptr;
+}
+
 // How one matrix's row of C is covered: `vectors` vectors, the last a tail of a quarter, half or
 // all of the width (`tail` 0, 1, 2) whose columns of C are `tail_lanes`, and the rows of B whose
 // tail may be read without a mask.
@@ -1009,8 +1024,7 @@ template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void batch_planned(const small_gemm_args<T>& x) noexcept {
     constexpr int W = width<T>;
     if (x.m == 0 || x.n == 0) return;  // nothing to write (and no block height to divide by)
-    if (const auto run = flat::run_for<T, false>(x)) return run(x, {});
-    if (dot::pays(x)) return dot::run_for<T, false>(x.m, x.n)(x, {});
+    if (const auto run = sums_run<T, false>(x)) return run(x, {});
     const auto m = static_cast<std::size_t>(x.m);
     const columns_plan p = plan_columns(x);
     if (p.vectors <= max_panel_vectors) {
@@ -1046,16 +1060,14 @@ template <class T>
 }
 
 // A single product's plan: the shifted sums' or the dot products' run for one matrix; where one
-// panel of equal
-// blocks covers the matrix, its product_run with the planning's block count, tail lanes and whole
-// rows; else batch_planned (several panels, unequal blocks), which plans on every call. The same
-// blocks as a batch, so the same bits.
+// panel of equal blocks covers the matrix, its product_run with the planning's block count, tail
+// lanes and whole rows; else batch_planned (several panels, unequal blocks), which plans on every
+// call. The same blocks as a batch, so the same bits.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] small_gemm_plan<T> plan_single(
     const small_gemm_args<T>& x) noexcept {
     if (x.m == 0 || x.n == 0) return {&run_planned<T>};  // which writes nothing
-    if (const auto run = flat::run_for<T, true>(x)) return {run};
-    if (dot::pays(x)) return {dot::run_for<T, true>(x.m, x.n)};
+    if (const auto run = sums_run<T, true>(x)) return {run};
     const columns_plan p = plan_columns(x);
     if (p.vectors <= max_panel_vectors) {
         const auto m = static_cast<std::size_t>(x.m);
