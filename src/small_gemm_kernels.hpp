@@ -993,11 +993,179 @@ entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 
 }  // namespace flat
 
-// The run of the shifted sums or of the dot products where either takes the shape (Single: for a
-// single product), else none: the one decision of a batch and a single product.
+// Products whose C fits one vector (m n lanes, two columns or more) and whose A fits two, A
+// dense: C as the sum of k outer products, column p of A by row p of B. Lane i n + j of the
+// vector is C's element (i, j): each step spreads A's column p over C's rows (each element n
+// times: one permute of A's two vectors) and repeats B's row p once a row (a broadcast load where
+// n is 2, 4 or 8 elements, else a permute of B's vectors), and adds their product. Where a panel
+// of m < 4 rows keeps too few accumulators to cover the multiply-add's latency and leaves most of
+// each vector's lanes unused (3x5x2: three vectors of two lanes, 15 multiply-adds in chains of
+// five), this spends one multiply-add a step on all of C.
+namespace outer {
+
+// Whether B's row repeats by a broadcast load: n elements of 8, 16 or 32 bytes.
+template <class T>
+constexpr bool broadcasts(int n) noexcept {
+    const int bytes = n * static_cast<int>(sizeof(T));
+    return bytes == 8 || bytes == 16 || bytes == 32;
+}
+
+// The first Count elements from `from` in two vectors, lanes past them zero (A's m k elements,
+// or B's k n).
+template <class T, int Count>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void load_two(
+    const T* from, vec_t<T, width<T>> (&v)[2]) noexcept {
+    constexpr int W = width<T>;
+    if constexpr (Count >= W)
+        v[0] = load<T, W, false>(from, 0);
+    else
+        v[0] = load<T, W, true>(from, (1u << Count) - 1);
+    if constexpr (Count >= 2 * W)
+        v[1] = load<T, W, false>(from + W, 0);
+    else if constexpr (Count > W)
+        v[1] = load<T, W, true>(from + W, (1u << (Count - W)) - 1);
+    else
+        v[1] = vec_t<T, W>{};
+}
+
+// B's row (its N elements at `row`) repeated along the vector.
+template <class T, int N>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> broadcast_row(
+    const T* row) noexcept {
+    using V = vec_t<T, width<T>>;
+    // The maskz forms, as in flat::permute.
+    if constexpr (N * sizeof(T) == 8) {  // two floats, as one double
+        double pair;
+        std::memcpy(&pair, row, sizeof(pair));
+        return reinterpret_cast<V>(_mm512_set1_pd(pair));
+    } else if constexpr (sizeof(T) == 4 && N == 4) {
+        return _mm512_maskz_broadcast_f32x4(0xffff, _mm_loadu_ps(row));
+    } else if constexpr (sizeof(T) == 4) {
+        return _mm512_maskz_broadcast_f32x8(0xffff, _mm256_loadu_ps(row));
+    } else if constexpr (N == 2) {
+        return _mm512_maskz_broadcast_f64x2(0xff, _mm_loadu_pd(row));
+    } else {
+        return _mm512_maskz_broadcast_f64x4(0xff, _mm256_loadu_pd(row));
+    }
+}
+
+// One matrix, B's rows dense. Plain: C dense and only written (one masked store).
+template <class T, int M, int K, int N, bool Plain, std::size_t... P>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
+    const small_gemm_args<T>& x, const T* a, const T* b, T* c, std::index_sequence<P...>) noexcept {
+    constexpr int W = width<T>, L = M * N;
+    using V = vec_t<T, W>;
+    V of_a[2];
+    load_two<T, M * K>(a, of_a);
+    V of_b[2];
+    if constexpr (!broadcasts<T>(N)) load_two<T, K * N>(b, of_b);
+    V sum{};
+    const auto step = [&]<int Q>() __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+        // Lanes past C's are copies of lane 0's operands: their sums are not stored.
+        const V column =
+            flat::permute<T>(of_a[0], of_a[1], [](int l) { return (l < L ? l / N : 0) * K + Q; });
+        V row;
+        if constexpr (broadcasts<T>(N))
+            row = broadcast_row<T, N>(b + Q * N);
+        else
+            row = flat::permute<T>(of_b[0], of_b[1], [](int l) { return Q * N + l % N; });
+        sum += column * row;
+    };
+    (step.template operator()<static_cast<int>(P)>(), ...);
+    constexpr auto stored = static_cast<mask>((1u << L) - 1);
+    if constexpr (Plain)
+        store<T, W>(c, stored, sum);
+    else
+        dot::write<T, W, N>(x, c, stored, sum);
+}
+
+// Every matrix of the batch (Single: one, for a remembered product), B copied to a dense local
+// array where its rows are not dense (once where the batch shares it); the plain product has a
+// loop of its own, as the shifted sums'.
+template <class T, int M, int K, int N, bool Single>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
+                                                const small_gemm_plan<T>&) noexcept {
+    const small_gemm_args<T> x = args;  // as in rows_run
+    const bool plain = x.b_rs == N && !x.accumulate && x.c_rs == N;
+    const auto matrices = [&]<bool Plain>()
+        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+        T dense[K * N];
+        dot::each_matrix<T, N, Single, Plain>(
+            x, dense,
+            [&](const T* a, const T* b, T* c)
+                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                    matrix<T, M, K, N, Plain>(x, a, b, c, std::make_index_sequence<K>{});
+                });
+    };
+    if (plain)
+        matrices.template operator()<true>();
+    else
+        matrices.template operator()<false>();
+}
+
+// The shapes it takes: two columns or more, C in one vector, A in two, k up to `most_k`, and B in
+// two vectors where its rows do not repeat by a broadcast; and of those, where it beats the
+// panels and the dot products. Measured on Zen 5, a batch of every such shape (ns a matrix
+// against the panels of 6e96751 and the dot products): 1.1-5.4x faster at two rows or more
+// (3x5x2 double 3.00 -> 1.46, float 2.89 -> 1.35; 8x4x2 float 6.09 -> 1.33 against the dot
+// products), but one row (0.54-1.4x: the panel's one vector is already C's row, and the permutes
+// cost more than they save) and rows of 6 or 7 floats that fill more than a vector of B (2x3x6
+// and 2x3x7 0.83-0.87x).
+inline constexpr int most_k = 8;
+template <class T>
+constexpr bool pays(int m, int k, int n) noexcept {
+    constexpr int W = width<T>;
+    const bool fits = n >= 2 && m * n <= W && m * k <= 2 * W && k <= most_k &&
+                      (broadcasts<T>(n) || k * n <= 2 * W);
+    return fits && m >= 2 && (broadcasts<T>(n) || n < 6 || k * n <= W);
+}
+
+template <class T, bool Single, int M, int K, int N>
+constexpr flat::entry<T> entry_for() noexcept {
+    if constexpr (pays<T>(M, K, N))
+        return &run<T, M, K, N, Single>;
+    else
+        return nullptr;
+}
+template <class T, bool Single, int M, int K, int... N>
+constexpr auto row_of_entries(std::integer_sequence<int, N...>) noexcept {
+    return std::array<flat::entry<T>, width<T> + 1>{nullptr,
+                                                    entry_for<T, Single, M, K, N + 1>()...};
+}
+template <class T, bool Single, int M, int... K>
+constexpr auto plane_of_entries(std::integer_sequence<int, K...>) noexcept {
+    return std::array{
+        std::array<flat::entry<T>, width<T> + 1>{},
+        row_of_entries<T, Single, M, K + 1>(std::make_integer_sequence<int, width<T>>{})...};
+}
+template <class T, bool Single, int... M>
+constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
+    using plane =
+        decltype(plane_of_entries<T, Single, 1>(std::make_integer_sequence<int, most_k>{}));
+    return std::array{
+        plane{}, plane_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
+}
+
+// The run for a product of these shapes (Single: for a single product), or none.
+template <class T, bool Single>
+flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
+    constexpr int most_m = width<T> / 2;
+    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, most_m>{});
+    if (x.n < 2 || x.n > width<T> || x.a_cs != 1 || x.a_rs != x.k || x.m > most_m || x.k > most_k)
+        return nullptr;
+    return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)]
+                [static_cast<std::size_t>(x.n)];
+}
+
+}  // namespace outer
+
+// The run of the shifted sums, the outer products or the dot products where one of them takes the
+// shape (Single: for a single product), else none: the one decision of a batch and a single
+// product.
 template <class T, bool Single>
 [[gnu::always_inline]] inline flat::entry<T> sums_run(const small_gemm_args<T>& x) noexcept {
     if (const auto run = flat::run_for<T, Single>(x)) return run;
+    if (const auto run = outer::run_for<T, Single>(x)) return run;
     if (dot::pays(x)) return dot::run_for<T, Single>(x.m, x.n);
     return nullptr;
 }
