@@ -1061,7 +1061,8 @@ template <class T, int M, int K, int N, bool Plain, std::size_t... P>
     if constexpr (!broadcasts<T>(N)) load_two<T, K * N>(b, of_b);
     V sum{};
     const auto step = [&]<int Q>() __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-        // Lanes past C's are copies of lane 0's operands: their sums are not stored.
+        // Lanes past C's take A's element of row 0 and any element of B: their sums are not
+        // stored.
         const V column =
             flat::permute<T>(of_a[0], of_a[1], [](int l) { return (l < L ? l / N : 0) * K + Q; });
         V row;

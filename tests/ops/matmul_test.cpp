@@ -1032,8 +1032,8 @@ TEST(BlockedKernelTest, AccessesOfAAndBAndCStayInsideThemAndGiveTheBitsOfMaskedR
 // rows by m, and a result that followed the cut (say, a compiler fusing alpha s + beta c one way
 // for one row of a block and the other way for the next) would change bits with the shape around
 // the row. Three columns or more: products of one or two columns of four rows or more take the
-// dot-product path, whose sums run across k. (Shapes whose C fits one vector, such as 5x4x3
-// float, take the outer products, which add each element's k products in the panels' order.)
+// dot-product path, whose sums run across k. (Of these shapes, 5x4x3 float takes the outer
+// products, C in one vector, which add each element's k products in the panels' order.)
 template <class T>
 void check_rows_alone(std::mt19937_64& rng) {
     using tessera::detail::kernel_isa;

@@ -99,15 +99,16 @@ inline constexpr std::size_t small_gemm_max = 64;
 /// `isa` for real elements of `bytes` bytes. Measured with small_gemm_bench (AMD EPYC, GCC 12):
 /// with AVX2, 1.5-2.1x at 16 and 32 in float and double, 1.2-1.5x at 5 and 6 in double; with
 /// AVX-512, about 1.15x at 16 in double and 1.0-1.17x at 32 in both (5 of 6 runs), and 1.09x at
-/// [4,4] x [4,1] in double (its shifted sums, 2026-12-05) and 1.5x at 3 in float (its outer
-/// products, 2026-12-05); the fixed-size kernels 1.2-8x faster at every other size.
+/// [4,4] x [4,1] in double (its shifted sums, 2026-12-05); the fixed-size kernels 1.2-8x faster at
+/// every other size. (At 3 in float its outer products measured 1.3-1.5x with A dense, but the
+/// choice does not see A's layout, and with A transposed the panels would take it, not measured
+/// against the fixed-size kernel on a copy of A.)
 /// The fixed-size kernels stay the choice everywhere else and at the baseline level (not
 /// measured).
 constexpr bool blocked_beats_fixed(kernel_isa isa, small_size size, std::size_t bytes) noexcept {
     if (isa == kernel_isa::avx512)
         return size == small_size::s32 ||
-               ((size == small_size::s16 || size == small_size::mv4) && bytes == 8) ||
-               (size == small_size::s3 && bytes == 4);
+               ((size == small_size::s16 || size == small_size::mv4) && bytes == 8);
     if (isa != kernel_isa::avx2) return false;
     switch (size) {
         case small_size::s16:
