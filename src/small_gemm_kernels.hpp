@@ -695,6 +695,27 @@ template <class T, int N, bool Single, bool Plain, class One>
     }
 }
 
+// each_matrix with one.template operator()<Plain>(a, b, c), where Plain is the plain product (B's
+// and C's rows dense, C only written), which has a loop of its own without the tests of the other
+// forms in each matrix; the same operations either way, so the same bits.
+template <class T, int N, bool Single, class One>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void each_matrix_in_form(
+    const small_gemm_args<T>& x, T* dense, One one) noexcept {
+    const auto in_form = [&]<bool Plain>()
+        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+        each_matrix<T, N, Single, Plain>(
+            x, dense,
+            [&](const T* a, const T* b, T* c)
+                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                    one.template operator()<Plain>(a, b, c);
+                });
+    };
+    if (x.b_rs == N && !x.accumulate && x.c_rs == N)
+        in_form.template operator()<true>();
+    else
+        in_form.template operator()<false>();
+}
+
 // Every matrix of the batch (Single: a batch of one, for a remembered product, without the batch
 // loop; the same blocks, so the same bits).
 template <class T, int L, int N, bool Single>
@@ -703,26 +724,21 @@ template <class T, int L, int N, bool Single>
     const small_gemm_args<T> x = args;  // as in rows_run
     const plan<L, N> p = plan_for<L, N>(x.m, x.k, x.a_rs);
     T dense[N * small_gemm_max];  // B's rows where they are not dense (each_matrix)
-    // The plain product (B's and C's rows dense, C only written) has loops of its own, without
-    // the tests of the other forms in each block: measured on Zen 5, a batch, 16x16x1 float
-    // 1.16x, double 1.11x, 20x20x2 float 1.20x, 8x8x2 float 1.29x faster. The same vector
-    // stored, so the same bits.
-    const bool plain = x.b_rs == N && !x.accumulate && x.c_rs == N;
-    const auto matrices = [&]<bool One, bool Plain>()
+    // The plain product's loop of its own measured on Zen 5, a batch: 16x16x1 float 1.16x,
+    // double 1.11x, 20x20x2 float 1.20x, 8x8x2 float 1.29x faster.
+    const auto matrices = [&]<bool One>()
         __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-        each_matrix<T, N, Single, Plain>(
+        each_matrix_in_form<T, N, Single>(
             x, dense,
-            [&](const T* a, const T* b, T* c)
+            [&]<bool Plain>(const T* a, const T* b, T* c)
                 __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
                     matrix<T, L, N, One, Plain>(x, p, a, b, c);
                 });
     };
     if (p.chunks == 1)
-        plain ? matrices.template operator()<true, true>()
-              : matrices.template operator()<true, false>();
+        matrices.template operator()<true>();
     else
-        plain ? matrices.template operator()<false, true>()
-              : matrices.template operator()<false, false>();
+        matrices.template operator()<false>();
 }
 
 // Where the dot products beat the panels: A's rows contiguous, one or two columns and at least
@@ -928,21 +944,13 @@ template <class T, int M, int K, bool Single>
                                                 const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
     constexpr auto of_a = std::make_index_sequence<(M * K + width<T> - 1) / width<T>>{};
-    const bool plain = x.b_rs == 1 && !x.accumulate && x.c_rs == 1;
-    const auto matrices = [&]<bool Plain>()
-        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-        T dense[K];
-        dot::each_matrix<T, 1, Single, Plain>(
-            x, dense,
-            [&](const T* a, const T* b, T* c)
-                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-                    matrix<T, M, K, Plain>(x, a, b, c, of_a);
-                });
-    };
-    if (plain)
-        matrices.template operator()<true>();
-    else
-        matrices.template operator()<false>();
+    T dense[K];
+    dot::each_matrix_in_form<T, 1, Single>(
+        x, dense,
+        [&]<bool Plain>(const T* a, const T* b, T* c)
+            __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                matrix<T, M, K, Plain>(x, a, b, c, of_a);
+            });
 }
 
 // The shapes it takes: rows of up to `most_k` elements, at most a vector of rows, C's sums in
@@ -1087,21 +1095,13 @@ template <class T, int M, int K, int N, bool Single>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
                                                 const small_gemm_plan<T>&) noexcept {
     const small_gemm_args<T> x = args;  // as in rows_run
-    const bool plain = x.b_rs == N && !x.accumulate && x.c_rs == N;
-    const auto matrices = [&]<bool Plain>()
-        __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-        T dense[K * N];
-        dot::each_matrix<T, N, Single, Plain>(
-            x, dense,
-            [&](const T* a, const T* b, T* c)
-                __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
-                    matrix<T, M, K, N, Plain>(x, a, b, c, std::make_index_sequence<K>{});
-                });
-    };
-    if (plain)
-        matrices.template operator()<true>();
-    else
-        matrices.template operator()<false>();
+    T dense[K * N];
+    dot::each_matrix_in_form<T, N, Single>(
+        x, dense,
+        [&]<bool Plain>(const T* a, const T* b, T* c)
+            __attribute__((always_inline, target(TESSERA_AVX512_TARGET))) {
+                matrix<T, M, K, N, Plain>(x, a, b, c, std::make_index_sequence<K>{});
+            });
 }
 
 // The shapes it takes: two columns or more, C in one vector, A in two, k up to `most_k`, and B in
