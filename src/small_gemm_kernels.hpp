@@ -174,14 +174,19 @@ inline constexpr int width = lanes<kernel_isa::avx512, T>;
 using mask = unsigned;
 
 // The most vectors in one panel, and the most rows in a block of a panel of `vectors` vectors:
-// 16, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds' latency;
-// the heights are those measured fastest, not the most the registers hold. Measured on Zen 5,
-// with the rows addressed in groups (below), against blocks of at most 8 rows with an offset a
-// row: 16x64x16 float 1.11x, 10x10x10 float 1.18x, 5x5x5 float and double 1.11-1.13x faster.
-// (Two vectors: one block of 12 rows measured 0.92x two of 6 at 12x12x12 double, one of 11 rows
-// 1.17x blocks of 6 and 5 at 11x11x11.)
-inline constexpr int max_panel_vectors = 3;
-constexpr int max_rows(int vectors) noexcept { return vectors == 1 ? 16 : vectors == 2 ? 12 : 8; }
+// 16, 24, 24 or 24 accumulators (of 32 registers), enough rows to cover the multiply-adds'
+// latency; the heights are those measured fastest, not the most the registers hold. Measured on
+// Zen 5, with the rows addressed in groups (below), against blocks of at most 8 rows with an
+// offset a row: 16x64x16 float 1.11x, 10x10x10 float 1.18x, 5x5x5 float and double 1.11-1.13x
+// faster. (Two vectors: one block of 12 rows measured 0.92x two of 6 at 12x12x12 double, one of
+// 11 rows 1.17x blocks of 6 and 5 at 11x11x11.) Four vectors of 6 rows read 10 vectors and
+// broadcasts a step for 24 multiply-adds, where two panels of two vectors read 13 for 22: against
+// panels of at most three vectors, 4x64x64 float 1.14x, 2x64x64 float 1.5x, 32x32x32 double
+// 1.04x faster (the rows of 49-64 floats and 25-32 doubles; 64 doubles take two panels of four).
+inline constexpr int max_panel_vectors = 4;
+constexpr int max_rows(int vectors) noexcept {
+    return vectors == 1 ? 16 : vectors == 2 ? 12 : vectors == 3 ? 8 : 6;
+}
 
 // A block addresses the rows of A in groups of `row_group`, each group from a pointer of its
 // own and each row of a group at the same multiple of A's row stride from its pointer: nine
@@ -355,10 +360,10 @@ template <class T, int NV, int TL, int R>
     const T* a = x.a + q.first_row * x.a_rs;
     const T* b = x.b + q.column;
     T* c = x.c + q.first_row * x.c_rs + q.column;
-    // One block a matrix (a panel of up to 16, 12 or 8 rows: most shapes up to 16) loops without
-    // the inner loop of blocks, whose bookkeeping GCC keeps in memory and spends more on than the
-    // multiply-adds at 7x7x7 (ns a matrix on Zen 5: 7x7x7 float 12.9 -> 9.2, double 13.7 ->
-    // 10.1, 3x3x3 float 4.3 -> 2.0).
+    // One block a matrix (a panel of up to 16, 12, 8 or 6 rows: most shapes up to 16) loops
+    // without the inner loop of blocks, whose bookkeeping GCC keeps in memory and spends more on
+    // than the multiply-adds at 7x7x7 (ns a matrix on Zen 5: 7x7x7 float 12.9 -> 9.2, double
+    // 13.7 -> 10.1, 3x3x3 float 4.3 -> 2.0).
     if (q.blocks == 1) {
         for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
             block<T, NV, TL, R>(x, q, a, b, c);
@@ -419,8 +424,9 @@ auto rows_run_for(int nv, int tail, int r) noexcept {
     static constexpr auto one = panel_runs<T, Single, 1>();
     static constexpr auto two = panel_runs<T, Single, 2>();
     static constexpr auto three = panel_runs<T, Single, 3>();
+    static constexpr auto four = panel_runs<T, Single, 4>();
     const auto t = static_cast<std::size_t>(tail), i = static_cast<std::size_t>(r - 1);
-    return nv == 1 ? one[t][i] : nv == 2 ? two[t][i] : three[t][i];
+    return nv == 1 ? one[t][i] : nv == 2 ? two[t][i] : nv == 3 ? three[t][i] : four[t][i];
 }
 
 // m rows in blocks of at most `most` rows, as near equal in height as they go.

@@ -942,7 +942,7 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
     be.run([&](session& s) {
         // Written only (the last vector of a row may overlap the one before it), every side
         // 1..20; then on both sides of every block width and height (AVX-512: blocks of up to
-        // 16, 12 or 8 rows by one, two or three vectors), read and written (each column once)
+        // 16, 12, 8 or 6 rows by one to four vectors), read and written (each column once)
         // and scaled with beta = 0 (written only again); then the wide panels (three vectors of
         // 16 floats), the row groups of tall matrices (blocks of unequal height), the largest
         // sides and low blocks of wide rows.
@@ -964,11 +964,11 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
         check_blocked_shapes<double>(s, rng, tall, wide, deep, false, 0.0);
         check_blocked_shapes<float>(s, rng, taller, narrow, deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, taller, narrow, deep, true, -1.3);
-        // Low blocks of two and three vectors (float rows of 17-48 columns, double 9-24).
+        // Low blocks of two to four vectors (float rows of 17-64 columns, double 9-32).
         const std::vector<std::size_t> low = {2, 3, 5, 6, 7}, one_deep = {3};
-        const std::vector<std::size_t> two_three = {12, 16, 21, 24, 28, 32, 36, 40, 48};
-        check_blocked_shapes<float>(s, rng, low, two_three, one_deep, true, -1.3f);
-        check_blocked_shapes<double>(s, rng, low, two_three, one_deep, true, -1.3);
+        const std::vector<std::size_t> two_to_four = {12, 16, 21, 24, 28, 32, 36, 40, 48, 52, 64};
+        check_blocked_shapes<float>(s, rng, low, two_to_four, one_deep, true, -1.3f);
+        check_blocked_shapes<double>(s, rng, low, two_to_four, one_deep, true, -1.3);
     });
 }
 
