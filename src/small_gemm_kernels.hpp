@@ -321,7 +321,18 @@ template <class T, int NV, int TL, int R>
         }
     };
     std::ptrdiff_t p = 0;
-    for (; p < q.whole_rows; ++p) step.template operator()<false>(p);
+    // A block of few multiply-adds a step (up to 12; of one vector, up to 4 rows) runs two steps
+    // an iteration: its loop of one step ran 1.5-1.7x slower than the chains of multiply-adds
+    // allow, two steps an iteration at libxsmm's speed (ns a matrix on Zen 5, against libxsmm
+    // 0.60-0.78x -> 1.00-1.08x: 3x40x40 float 83 -> 48, 2x64x64 float 151 -> 90, 3x24x24 double
+    // 39 -> 30, 3x16x8 double 19.2 -> 12.2). Larger blocks measured slower unrolled (7x7x7,
+    // 12x12x12 float 5-7%). The same steps in the same order, so the same bits.
+    if constexpr (R * NV <= 12 && (NV >= 2 || R <= 4)) {
+#pragma GCC unroll 2
+        for (; p < q.whole_rows; ++p) step.template operator()<false>(p);
+    } else {
+        for (; p < q.whole_rows; ++p) step.template operator()<false>(p);
+    }
     for (; p < x.k; ++p) step.template operator()<true>(p);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
