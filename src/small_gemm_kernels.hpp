@@ -325,8 +325,9 @@ template <class T, int NV, int TL, int R>
     // an iteration: its loop of one step ran 1.5-1.7x slower than the chains of multiply-adds
     // allow, two steps an iteration at libxsmm's speed (ns a matrix on Zen 5, against libxsmm
     // 0.60-0.78x -> 1.00-1.08x: 3x40x40 float 83 -> 48, 2x64x64 float 151 -> 90, 3x24x24 double
-    // 39 -> 30, 3x16x8 double 19.2 -> 12.2). Larger blocks measured slower unrolled (7x7x7,
-    // 12x12x12 float 5-7%). The same steps in the same order, so the same bits.
+    // 39 -> 30, 3x16x8 double 19.2 -> 12.2). Blocks of one vector and 5-12 rows measured 5-7%
+    // slower unrolled (7x7x7, 12x12x12 float), blocks of more than 12 multiply-adds a step no
+    // faster. The same steps in the same order, so the same bits.
     if constexpr (R * NV <= 12 && (NV >= 2 || R <= 4)) {
 #pragma GCC unroll 2
         for (; p < q.whole_rows; ++p) step.template operator()<false>(p);

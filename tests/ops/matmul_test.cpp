@@ -941,17 +941,19 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
     std::mt19937_64 rng(seed);
     be.run([&](session& s) {
         // Written only (the last vector of a row may overlap the one before it), every side
-        // 1..20; then on both sides of every block width and height (AVX-512: blocks of up to
-        // 16, 12, 8 or 6 rows by one to four vectors), read and written (each column once)
-        // and scaled with beta = 0 (written only again); then the wide panels (three vectors of
-        // 16 floats), the row groups of tall matrices (blocks of unequal height), the largest
-        // sides and low blocks of wide rows.
+        // 1..20; then on both sides of the block widths and heights up to 20 (AVX-512: blocks of
+        // up to 16, 12, 8 or 6 rows by one to four vectors), read and written (each column once)
+        // and scaled with beta = 0 (written only again); then the wide panels (three and four
+        // vectors of 16 floats, up to eight of 8 doubles, with tails of a quarter, half and all
+        // of a vector), the row groups of tall matrices (blocks of unequal height), the largest
+        // sides and low blocks of wide rows (every height of a four-vector block).
         std::vector<std::size_t> every(20);
         for (std::size_t i = 0; i < every.size(); ++i) every[i] = i + 1;
         const std::vector<std::size_t> edges = {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20};
         const std::vector<std::size_t> tall = {23, 25, 37, 64}, deep = {1, 3, 64},
-                                        wide = {21, 24, 25, 31, 33, 36, 37, 40, 47, 48, 49, 64},
-                                        narrow = {1, 5, 8, 9, 16}, taller = {23, 25, 35};
+                                       wide = {21, 24, 25, 31, 33, 36, 37,
+                                               40, 47, 48, 49, 55, 58, 64},
+                                       narrow = {1, 5, 8, 9, 16}, taller = {23, 25, 35};
         check_blocked_shapes<float>(s, rng, every, every, every, false, 0.0f);
         check_blocked_shapes<double>(s, rng, every, every, every, false, 0.0);
         check_blocked_shapes<float>(s, rng, edges, edges, edges, true, -1.3f);
@@ -964,9 +966,12 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
         check_blocked_shapes<double>(s, rng, tall, wide, deep, false, 0.0);
         check_blocked_shapes<float>(s, rng, taller, narrow, deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, taller, narrow, deep, true, -1.3);
-        // Low blocks of two to four vectors (float rows of 17-64 columns, double 9-32).
-        const std::vector<std::size_t> low = {2, 3, 5, 6, 7}, one_deep = {3};
-        const std::vector<std::size_t> two_to_four = {12, 16, 21, 24, 28, 32, 36, 40, 48, 52, 64};
+        // Low blocks of two to four vectors (float rows of 17-64 columns, double 9-32), among
+        // them tails whose last row of B is read masked after rows read whole (54 floats, 27
+        // doubles: the two-step loop, then a masked step).
+        const std::vector<std::size_t> low = {1, 2, 3, 4, 5, 6, 7}, one_deep = {3};
+        const std::vector<std::size_t> two_to_four = {12, 16, 21, 24, 26, 27, 28,
+                                                      32, 36, 40, 48, 52, 54, 64};
         check_blocked_shapes<float>(s, rng, low, two_to_four, one_deep, true, -1.3f);
         check_blocked_shapes<double>(s, rng, low, two_to_four, one_deep, true, -1.3);
     });
@@ -1041,7 +1046,7 @@ void check_rows_alone(std::mt19937_64& rng) {
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
     for (const std::size_t m : {5u, 9u, 13u, 16u, 17u, 25u})
-        for (const std::size_t n : {3u, 5u, 12u, 20u, 33u, 40u})
+        for (const std::size_t n : {3u, 5u, 12u, 20u, 28u, 33u, 40u, 56u})
             for (const std::size_t k : {4u, 17u}) {
                 std::vector<T> a(m * k), b(k * n), c0(m * n);
                 for (T& v : a) v = static_cast<T>(dist(rng));
