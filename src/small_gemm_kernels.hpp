@@ -327,7 +327,8 @@ template <class T, int NV, int TL, int R>
     // 0.60-0.78x -> 1.00-1.08x: 3x40x40 float 83 -> 48, 2x64x64 float 151 -> 90, 3x24x24 double
     // 39 -> 30, 3x16x8 double 19.2 -> 12.2). Blocks of one vector and 5-12 rows measured 5-7%
     // slower unrolled (7x7x7, 12x12x12 float), blocks of more than 12 multiply-adds a step no
-    // faster. The same steps in the same order, so the same bits.
+    // faster. The same steps in the same order, so the same bits. (Two loops: GCC 12's unroll
+    // pragma takes no count that depends on a template argument.)
     if constexpr (R * NV <= 12 && (NV >= 2 || R <= 4)) {
 #pragma GCC unroll 2
         for (; p < q.whole_rows; ++p) step.template operator()<false>(p);
