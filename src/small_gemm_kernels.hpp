@@ -242,10 +242,11 @@ template <class T, int L>
 
 // The first Count (1 .. width) elements of memory, or lanes of a full-width vector into it. Where
 // they fill a vector of 16 or 32 bytes exactly, a plain access of that width; else one of the full
-// width, masked to them. Against the masked access alone, the tiny products' one-vector operands
-// measured on Zen 5 (ns a matrix, a batch): 2x2x2 double 0.97 -> 0.58, 4x4x1 float 0.79 -> 0.66,
-// 4x8x1 float 1.92 -> 1.73, 4x4x1 double 1.30 -> 1.20; masked accesses of 16 or 32 bytes where the
-// elements do not fill them measured no faster than the full width's (3x3x1 double, 8x4x2 float).
+// width, masked to them where they do not fill it. Against the masked access alone, the tiny
+// products' one-vector operands measured on Zen 5 (ns a matrix, a batch): 2x2x2 double 0.97 ->
+// 0.58, 4x4x1 float 0.79 -> 0.66, 4x8x1 float 1.92 -> 1.73, 4x4x1 double 1.30 -> 1.20; masked
+// accesses of 16 or 32 bytes where the elements do not fill them measured no faster than the full
+// width's (3x3x1 double).
 template <class T, int Count>
 inline constexpr bool fills_narrow = Count * sizeof(T) == 16 || Count * sizeof(T) == 32;
 
@@ -967,7 +968,7 @@ template <class T, int K, int I>
     return permute<T>(column, [](int l) { return (I * width<T> + l) % K; });
 }
 
-// The products of A's vector I and B's column repeated; the last vector's lanes past A masked.
+// The products of A's vector I and B's column repeated; the last vector's lanes past A zero.
 template <class T, int M, int K, int I>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> products(
     const T* a, vec_t<T, width<T>> column) noexcept {
@@ -980,7 +981,7 @@ template <class T, int M, int K, int I>
     return row * repeated<T, K, I>(column);
 }
 
-// One matrix, B's column dense. Plain: C dense and only written (one masked store).
+// One matrix, B's column dense. Plain: C dense and only written (one store).
 template <class T, int M, int K, bool Plain, std::size_t... I>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
     const small_gemm_args<T>& x, const T* a, const T* b, T* c, std::index_sequence<I...>) noexcept {
@@ -1118,7 +1119,7 @@ template <class T, int N>
     }
 }
 
-// One matrix, B's rows dense. Plain: C dense and only written (one masked store).
+// One matrix, B's rows dense. Plain: C dense and only written (one store).
 template <class T, int M, int K, int N, bool Plain, std::size_t... P>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
     const small_gemm_args<T>& x, const T* a, const T* b, T* c, std::index_sequence<P...>) noexcept {
