@@ -973,12 +973,7 @@ template <class T, int M, int K, int I>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> products(
     const T* a, vec_t<T, width<T>> column) noexcept {
     constexpr int W = width<T>, left = M * K - I * W;
-    vec_t<T, W> row;
-    if constexpr (left >= W)
-        row = load<T, W, false>(a + I * W, 0);
-    else
-        row = load_first<T, left>(a + I * W);
-    return row * repeated<T, K, I>(column);
+    return load_first<T, std::min(left, W)>(a + I * W) * repeated<T, K, I>(column);
 }
 
 // One matrix, B's column dense. Plain: C dense and only written (one store).
@@ -1086,14 +1081,9 @@ template <class T, int Count>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void load_two(
     const T* from, vec_t<T, width<T>> (&v)[2]) noexcept {
     constexpr int W = width<T>;
-    if constexpr (Count >= W)
-        v[0] = load<T, W, false>(from, 0);
-    else
-        v[0] = load_first<T, Count>(from);
-    if constexpr (Count >= 2 * W)
-        v[1] = load<T, W, false>(from + W, 0);
-    else if constexpr (Count > W)
-        v[1] = load_first<T, Count - W>(from + W);
+    v[0] = load_first<T, std::min(Count, W)>(from);
+    if constexpr (Count > W)
+        v[1] = load_first<T, std::min(Count - W, W)>(from + W);
     else
         v[1] = vec_t<T, W>{};
 }
