@@ -1058,6 +1058,199 @@ entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 
 }  // namespace flat
 
+// Products of one column whose rows hold 5 to 8 elements, A's rows contiguous: each row of A in a
+// slot of 8 lanes (two slots a vector for float, the second row inserted into the upper half; one
+// for double), multiplied by B's column repeated in every slot, and the slots summed by a tree:
+// each level adds the lower halves of the slots of two vectors to their upper halves into one
+// vector (two shuffles and an add), halving the slots' lanes and the vectors (8 -> 4 -> 2 -> 1
+// lanes a slot), so that C's m sums end in one vector, which one permute puts in row order. Where
+// the shifted sums shift every vector of A once a binary digit of k (6x6x1 float: 15 shuffles)
+// and the dot products spend a tree on a block of eight rows whatever m, this spends 10 (float:
+// the first level's shuffles move whole 128-bit blocks, the others stay within them). A row of
+// k elements sums as ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), the products past k zero.
+namespace slots {
+
+inline constexpr int slot = 8;  // lanes a row
+
+template <class T>
+using vector = vec_t<T, width<T>>;
+
+// Lane l of the lower halves' sum at a level of slots of G lanes, as a position in the
+// concatenation (x, y) of the level's two vectors; the upper halves' lane is G / 2 further on.
+// Slots wider than a 128-bit block move by whole blocks, x's to the result's lower half and y's
+// to its upper half (shuff32x4, shuff64x2); narrower ones within each block, x's lanes to the
+// block's lower half and y's to its upper half (shufps, shufpd). The row whose sum a lane holds
+// follows from it (rows_of_sums), and the shuffles of `halves` are these.
+template <class T>
+constexpr int lower_half(int l, int G) noexcept {
+    constexpr int W = width<T>, B = dot::block_lanes<T>;
+    const int H = G / 2, block = l / B, p = l % B;
+    if (G > B) {
+        const int half_blocks = H / B, j = block % 2;  // j: the source's j-th lower-half block
+        return (block >= 2 ? W : 0) + (j / half_blocks * (G / B) + j % half_blocks) * B + p;
+    }
+    const int q = p % (B / 2);  // the source block's q-th lower-half lane
+    return (p >= B / 2 ? W : 0) + block * B + q / H * G + q % H;
+}
+
+// The lower (Upper: upper) halves of the slots of G lanes of x and y, as lower_half places them.
+template <class T, int G, bool Upper>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vector<T> halves(
+    vector<T> x, vector<T> y) noexcept {
+    // The maskz forms, as in flat::permute.
+    if constexpr (sizeof(T) == 4 && G == 8)
+        return _mm512_maskz_shuffle_f32x4(0xffff, x, y, Upper ? 0xDD : 0x88);
+    else if constexpr (sizeof(T) == 4 && G == 4)
+        return _mm512_maskz_shuffle_ps(0xffff, x, y, Upper ? 0xEE : 0x44);
+    else if constexpr (sizeof(T) == 4)
+        return _mm512_maskz_shuffle_ps(0xffff, x, y, Upper ? 0xDD : 0x88);
+    else if constexpr (G == 8)
+        return _mm512_maskz_shuffle_f64x2(0xff, x, y, Upper ? 0xEE : 0x44);
+    else if constexpr (G == 4)
+        return _mm512_maskz_shuffle_f64x2(0xff, x, y, Upper ? 0xDD : 0x88);
+    else
+        return _mm512_maskz_shuffle_pd(0xff, x, y, Upper ? 0xFF : 0x00);
+}
+
+// The vectors holding M rows' slots.
+template <class T, int M>
+inline constexpr int vectors_of = (M * slot + width<T> - 1) / width<T>;
+
+// The tree's result: lane l holds the sum of row rows_of_sums<T, M>()[l] (-1: of none).
+template <class T, int M>
+constexpr std::array<int, width<T>> rows_of_sums() noexcept {
+    constexpr int W = width<T>;
+    using lanes = std::array<int, W>;
+    std::array<lanes, vectors_of<T, M>> row{};
+    for (int v = 0; v < vectors_of<T, M>; ++v)
+        for (int l = 0; l < W; ++l) row[v][l] = (v * W + l) / slot < M ? (v * W + l) / slot : -1;
+    int count = vectors_of<T, M>;
+    for (int G = slot; G > 1; G /= 2) {
+        for (int i = 0; i < (count + 1) / 2; ++i) {
+            lanes sum{};
+            for (int l = 0; l < W; ++l) {
+                const int from = lower_half<T>(l, G), v = 2 * i + from / W;
+                sum[l] = v < count ? row[v][from % W] : -1;
+            }
+            row[i] = sum;
+        }
+        count = (count + 1) / 2;
+    }
+    return row[0];
+}
+
+// The sums of the slots of the Count vectors v, G lanes a slot: one vector (rows_of_sums).
+template <class T, int G, int Count>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vector<T> sums(
+    const vector<T> (&v)[Count]) noexcept {
+    constexpr int next = (Count + 1) / 2;
+    vector<T> sum[next];
+#pragma GCC unroll 8
+    for (int i = 0; i < next; ++i) {
+        const vector<T> x = v[2 * i], y = 2 * i + 1 < Count ? v[2 * i + 1] : vector<T>{};
+        sum[i] = halves<T, G, false>(x, y) + halves<T, G, true>(x, y);
+    }
+    if constexpr (G > 2)
+        return sums<T, G / 2, next>(sum);
+    else
+        return sum[0];
+}
+
+// One matrix, B's column dense. Plain: C dense and only written (one store).
+template <class T, int M, int K, bool Plain>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
+    const small_gemm_args<T>& x, const T* a, const T* b, T* c) noexcept {
+    constexpr int W = width<T>, count = vectors_of<T, M>;
+    constexpr bool masked = K < slot;
+    constexpr auto row_lanes = static_cast<mask>((1u << K) - 1);
+    using V = vector<T>;
+    V column;
+    if constexpr (sizeof(T) == 4)
+        column = _mm512_maskz_broadcast_f32x8(0xffff, load<T, slot, masked>(b, row_lanes));
+    else
+        column = load<T, slot, masked>(b, row_lanes);
+    V products[count];
+#pragma GCC unroll 16
+    for (int v = 0; v < count; ++v) {
+        const T* row = a + v * (W / slot) * x.a_rs;
+        V rows = load<T, W, true>(row, row_lanes);  // the first slot's; the rest zero
+        if constexpr (sizeof(T) == 4) {
+            if (2 * v + 1 < M) {
+                const vec_t<T, slot> second = load<T, slot, masked>(row + x.a_rs, row_lanes);
+                rows = _mm512_maskz_insertf32x8(0xffff, rows, second, 1);
+            }
+        }
+        products[v] = rows * column;
+    }
+    const V out = flat::permute<T>(sums<T, slot, count>(products), [](int r) {
+        constexpr auto rows = rows_of_sums<T, M>();
+        for (int l = 0; l < W; ++l)
+            if (rows[static_cast<std::size_t>(l)] == r) return l;
+        return 0;  // past C's rows: not stored
+    });
+    if constexpr (Plain)
+        store_first<T, M>(c, out);
+    else
+        dot::write<T, W, 1>(x, c, (1u << M) - 1, out);
+}
+
+// Every matrix of the batch (Single: one, for a remembered product), B's column copied to a
+// dense local array where its elements are not adjacent, as flat::run.
+template <class T, int M, int K, bool Single>
+[[gnu::target(TESSERA_AVX512_TARGET)]] void run(const small_gemm_args<T>& args,
+                                                const small_gemm_plan<T>&) noexcept {
+    const small_gemm_args<T> x = args;  // as in rows_run
+    T dense[K];
+    dot::each_matrix_in_form<T, 1, Single>(
+        x, dense,
+        [&]<bool Plain>(const T* a, const T* b, T* c) __attribute__((
+            always_inline, target(TESSERA_AVX512_TARGET))) { matrix<T, M, K, Plain>(x, a, b, c); });
+}
+
+// The shapes it takes: rows of 5 to 8 elements, at most a vector of rows, and of those where it
+// beats the shifted sums. Measured on Zen 5, a batch of each shape (m 2-16 float, 2-8 double, k
+// 5-8; ns a matrix before -> after): every double shape 1.1-2.9x faster (6x6x1 3.94 -> 2.89); float
+// rows of 6-8 elements 1.0-2.6x faster from 3 rows (6x6x1 2.81 -> 2.42, 8x8x1 3.75 -> 2.28,
+// 16x8x1 8.27 -> 3.97) but for 5x6x1 (0.85x), and rows of 5 where the shifted sums do not take
+// the shape (7, 8, 14-16 rows: 1.3-1.7x); the shifted sums stay faster at two float rows
+// (0.71-0.97x) and most float rows of 5 (0.65-0.96x: three of eight lanes a slot unused).
+inline constexpr int least_k = 5;
+template <class T>
+constexpr bool pays(int m, int k) noexcept {
+    const bool fits = m >= 2 && m <= width<T> && k >= least_k && k <= slot;
+    if constexpr (sizeof(T) == 8)
+        return fits;
+    else
+        return fits && m >= 3 && (k > least_k || !flat::pays<T>(m, k));
+}
+
+template <class T, bool Single, int M, int K>
+constexpr flat::entry<T> entry_for() noexcept {
+    if constexpr (pays<T>(M, K))
+        return &run<T, M, K, Single>;
+    else
+        return nullptr;
+}
+template <class T, bool Single, int M, int... K>
+constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
+    return std::array<flat::entry<T>, slot + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
+}
+template <class T, bool Single, int... M>
+constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
+    return std::array{std::array<flat::entry<T>, slot + 1>{},
+                      row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, slot>{})...};
+}
+
+// The run for a product of these shapes (Single: for a single product), or none.
+template <class T, bool Single>
+flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
+    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
+    if (x.n != 1 || x.a_cs != 1 || x.m > width<T> || x.k > slot) return nullptr;
+    return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)];
+}
+
+}  // namespace slots
+
 // Products whose C fits one vector (m n lanes, two columns or more) and whose A fits two, A
 // dense: C as the sum of k outer products, column p of A by row p of B. Lane i n + j of the
 // vector is C's element (i, j): each step spreads A's column p over C's rows (each element n
@@ -1212,11 +1405,12 @@ flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 
 }  // namespace outer
 
-// The run of the shifted sums, the outer products or the dot products where one of them takes the
-// shape (Single: for a single product), else none: the one decision of a batch and a single
-// product.
+// The run of the slots, the shifted sums, the outer products or the dot products where one of them
+// takes the shape (Single: for a single product), else none: the one decision of a batch and a
+// single product.
 template <class T, bool Single>
 [[gnu::always_inline]] inline flat::entry<T> sums_run(const small_gemm_args<T>& x) noexcept {
+    if (const auto run = slots::run_for<T, Single>(x)) return run;
     if (const auto run = flat::run_for<T, Single>(x)) return run;
     if (const auto run = outer::run_for<T, Single>(x)) return run;
     if (dot::pays(x)) return dot::run_for<T, Single>(x.m, x.n);
