@@ -1058,27 +1058,37 @@ entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 
 }  // namespace flat
 
-// Products of one column whose rows hold 5 to 8 elements, A's rows contiguous: each row of A in a
-// slot of 8 lanes (two slots a vector for float, the second row inserted into the upper half; one
-// for double), multiplied by B's column repeated in every slot, and the slots summed by a tree:
-// each level adds the lower halves of the slots of two vectors to their upper halves into one
-// vector (two shuffles and an add), halving the slots' lanes and the vectors (8 -> 4 -> 2 -> 1
-// lanes a slot), so that C's m sums end in one vector, which one permute puts in row order. Where
-// the shifted sums shift every vector of A once a binary digit of k (6x6x1 float: 15 shuffles)
-// and the dot products spend a tree on a block of eight rows whatever m, this spends 10 (float:
-// the first level's shuffles move whole 128-bit blocks, the others stay within them). A row of
-// k elements sums as ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), the products past k zero.
+// Products of one column whose rows hold 5 to 16 elements, at most a vector of rows, A's rows
+// contiguous: each row of A in a slot of 8 lanes or of a vector (a float vector holds two slots of
+// 8, the second row inserted into its upper half; a double row of 9-16 elements is two vectors,
+// their products added into one), multiplied by B's column repeated in every slot, and the slots
+// summed by a tree: each level adds the lower halves of the slots of two vectors to their upper
+// halves into one vector (two shuffles and an add), halving the slots' lanes and the vectors, so
+// that C's m sums end in one vector, which one permute puts in row order. Where the shifted sums
+// shift every vector of A once a binary digit of k and then gather (6x6x1 float: 15 shuffles),
+// this spends 13 (6x6x1 float: B's column repeated, three inserts, eight in the tree, the
+// permute); where the dot products cut k into chunks of 256 bits and spend a tree on a block of
+// eight rows (four for double rows of fewer than six) whatever m, this reads a row in one or two
+// vectors and sums only the rows there are. A row of 8-lane slots sums as ((p0 + p4) + (p2 + p6))
+// + ((p1 + p5) + (p3 + p7)), the products past k zero; a float slot of 16 lanes adds p(i + 8) to
+// p(i) first; a double row of two vectors adds the second's products to the first's first.
 namespace slots {
-
-inline constexpr int slot = 8;  // lanes a row
 
 template <class T>
 using vector = vec_t<T, width<T>>;
 
+// The lanes of a row's slot: 8 for rows of up to 8 elements, else a vector (16 floats, 8
+// doubles: a double row of 9-16 elements is two vectors, their products added into one slot).
+template <class T>
+constexpr int slot_of(int k) noexcept {
+    return k <= 8 ? 8 : width<T>;
+}
+inline constexpr int most_k = 16;
+
 // Lane l of the lower halves' sum at a level of slots of G lanes, as a position in the
 // concatenation (x, y) of the level's two vectors; the upper halves' lane is G / 2 further on.
 // Slots wider than a 128-bit block move by whole blocks, x's to the result's lower half and y's
-// to its upper half (shuff32x4, shuff64x2); narrower ones within each block, x's lanes to the
+// to its upper half (shuff32x4, shuff64x2); the others within each block, x's lanes to the
 // block's lower half and y's to its upper half (shufps, shufpd). The row whose sum a lane holds
 // follows from it (rows_of_sums), and the shuffles of `halves` are these.
 template <class T>
@@ -1098,7 +1108,9 @@ template <class T, int G, bool Upper>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vector<T> halves(
     vector<T> x, vector<T> y) noexcept {
     // The maskz forms, as in flat::permute.
-    if constexpr (sizeof(T) == 4 && G == 8)
+    if constexpr (sizeof(T) == 4 && G == 16)
+        return _mm512_maskz_shuffle_f32x4(0xffff, x, y, Upper ? 0xEE : 0x44);
+    else if constexpr (sizeof(T) == 4 && G == 8)
         return _mm512_maskz_shuffle_f32x4(0xffff, x, y, Upper ? 0xDD : 0x88);
     else if constexpr (sizeof(T) == 4 && G == 4)
         return _mm512_maskz_shuffle_ps(0xffff, x, y, Upper ? 0xEE : 0x44);
@@ -1112,29 +1124,29 @@ template <class T, int G, bool Upper>
         return _mm512_maskz_shuffle_pd(0xff, x, y, Upper ? 0xFF : 0x00);
 }
 
-// The vectors holding M rows' slots.
-template <class T, int M>
-inline constexpr int vectors_of = (M * slot + width<T> - 1) / width<T>;
+// The vectors holding M rows' slots of S lanes.
+template <class T, int M, int S>
+inline constexpr int vectors_of = (M * S + width<T> - 1) / width<T>;
 
-// The tree's result: lane l holds the sum of row rows_of_sums<T, M>()[l] (-1: of none).
-template <class T, int M>
+// The tree's result: lane l holds the sum of row rows_of_sums<T, M, S>()[l] (-1: of none).
+template <class T, int M, int S>
 constexpr std::array<int, width<T>> rows_of_sums() noexcept {
-    constexpr int W = width<T>;
+    constexpr int W = width<T>, count = vectors_of<T, M, S>;
     using lanes = std::array<int, W>;
-    std::array<lanes, vectors_of<T, M>> row{};
-    for (int v = 0; v < vectors_of<T, M>; ++v)
-        for (int l = 0; l < W; ++l) row[v][l] = (v * W + l) / slot < M ? (v * W + l) / slot : -1;
-    int count = vectors_of<T, M>;
-    for (int G = slot; G > 1; G /= 2) {
-        for (int i = 0; i < (count + 1) / 2; ++i) {
+    std::array<lanes, count> row{};
+    for (int v = 0; v < count; ++v)
+        for (int l = 0; l < W; ++l) row[v][l] = (v * W + l) / S < M ? (v * W + l) / S : -1;
+    int left = count;
+    for (int G = S; G > 1; G /= 2) {
+        for (int i = 0; i < (left + 1) / 2; ++i) {
             lanes sum{};
             for (int l = 0; l < W; ++l) {
                 const int from = lower_half<T>(l, G), v = 2 * i + from / W;
-                sum[l] = v < count ? row[v][from % W] : -1;
+                sum[l] = v < left ? row[v][from % W] : -1;
             }
             row[i] = sum;
         }
-        count = (count + 1) / 2;
+        left = (left + 1) / 2;
     }
     return row[0];
 }
@@ -1160,30 +1172,34 @@ template <class T, int G, int Count>
 template <class T, int M, int K, bool Plain>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void matrix(
     const small_gemm_args<T>& x, const T* a, const T* b, T* c) noexcept {
-    constexpr int W = width<T>, count = vectors_of<T, M>;
-    constexpr bool masked = K < slot;
-    constexpr auto row_lanes = static_cast<mask>((1u << K) - 1);
+    constexpr int W = width<T>, S = slot_of<T>(K), count = vectors_of<T, M, S>;
+    constexpr bool two = K > W;  // a row of two vectors: W elements and the rest
+    constexpr int first = two ? W : K;
+    constexpr auto first_lanes = static_cast<mask>((1u << first) - 1);
+    constexpr auto rest_lanes = static_cast<mask>((1u << (K - first)) - 1);
     using V = vector<T>;
-    V column;
-    if constexpr (sizeof(T) == 4)
-        column = _mm512_maskz_broadcast_f32x8(0xffff, load<T, slot, masked>(b, row_lanes));
+    V column, rest;
+    if constexpr (S < W)
+        column = _mm512_maskz_broadcast_f32x8(0xffff, load<T, S, (K < S)>(b, first_lanes));
     else
-        column = load<T, slot, masked>(b, row_lanes);
+        column = load<T, W, (first < W)>(b, first_lanes);
+    if constexpr (two) rest = load<T, W, true>(b + W, rest_lanes);
     V products[count];
 #pragma GCC unroll 16
     for (int v = 0; v < count; ++v) {
-        const T* row = a + v * (W / slot) * x.a_rs;
-        V rows = load<T, W, true>(row, row_lanes);  // the first slot's; the rest zero
-        if constexpr (sizeof(T) == 4) {
+        const T* row = a + v * (W / S) * x.a_rs;
+        V rows = load<T, W, (first < W)>(row, first_lanes);  // the first slot's; the rest zero
+        if constexpr (S < W) {
             if (2 * v + 1 < M) {
-                const vec_t<T, slot> second = load<T, slot, masked>(row + x.a_rs, row_lanes);
+                const vec_t<T, S> second = load<T, S, (K < S)>(row + x.a_rs, first_lanes);
                 rows = _mm512_maskz_insertf32x8(0xffff, rows, second, 1);
             }
         }
         products[v] = rows * column;
+        if constexpr (two) products[v] += load<T, W, true>(row + W, rest_lanes) * rest;
     }
-    const V out = flat::permute<T>(sums<T, slot, count>(products), [](int r) {
-        constexpr auto rows = rows_of_sums<T, M>();
+    const V out = flat::permute<T>(sums<T, S, count>(products), [](int r) {
+        constexpr auto rows = rows_of_sums<T, M, S>();
         for (int l = 0; l < W; ++l)
             if (rows[static_cast<std::size_t>(l)] == r) return l;
         return 0;  // past C's rows: not stored
@@ -1207,21 +1223,25 @@ template <class T, int M, int K, bool Single>
             always_inline, target(TESSERA_AVX512_TARGET))) { matrix<T, M, K, Plain>(x, a, b, c); });
 }
 
-// The shapes it takes: rows of 5 to 8 elements, at most a vector of rows, and of those where it
-// beats the shifted sums. Measured on Zen 5, a batch of each shape (m 2-16 float, 2-8 double, k
-// 5-8; ns a matrix before -> after): every double shape 1.1-2.9x faster (6x6x1 3.94 -> 2.89); float
-// rows of 6-8 elements 1.0-2.6x faster from 3 rows (6x6x1 2.81 -> 2.42, 8x8x1 3.75 -> 2.28,
-// 16x8x1 8.27 -> 3.97) but for 5x6x1 (0.85x), and rows of 5 where the shifted sums do not take
-// the shape (7, 8, 14-16 rows: 1.3-1.7x); the shifted sums stay faster at two float rows
-// (0.71-0.97x) and most float rows of 5 (0.65-0.96x: three of eight lanes a slot unused).
+// The shapes it takes, of those it fits, measured on Zen 5 against the path each took before (ns
+// a matrix of a batch, two alternating runs, the fastest): every double shape (m 2-8, k 5-16),
+// 1.1-3.9x faster (6x6x1 3.94 -> 2.89, 7x7x1 7.61 -> 3.35, 6x12x1 10.64 -> 3.65); float rows of
+// 9-16 elements, 1.8-5.0x faster (16x16x1 13.58 -> 5.33, 3x16x1 9.00 -> 1.81, 2x12x1 5.20 ->
+// 1.85); float rows of 6-8 from 3 rows, 1.0-2.6x faster (6x6x1 2.81 -> 2.42, 16x8x1 8.27 ->
+// 3.97) but for 5x6x1 (0.85x: left to the shifted sums), and rows of 5 where the shifted sums do
+// not take the shape (7, 8 and 14-16 rows: 1.3-1.7x). The shifted sums stay faster at two float
+// rows of 5-8 (the slots 0.71-0.97x) and at most float rows of 5 (0.65-0.96x: three of a slot's
+// eight lanes unused). A single product (one call a matrix) of the shifted sums' shapes is about
+// 1.4 ns slower (6x6x1 float 4.71 -> 6.14); of the other shapes, faster (16x16x1 float 1.9x).
 inline constexpr int least_k = 5;
 template <class T>
 constexpr bool pays(int m, int k) noexcept {
-    const bool fits = m >= 2 && m <= width<T> && k >= least_k && k <= slot;
+    const bool fits = m >= 2 && m <= width<T> && k >= least_k && k <= most_k;
     if constexpr (sizeof(T) == 8)
         return fits;
     else
-        return fits && m >= 3 && (k > least_k || !flat::pays<T>(m, k));
+        return fits && (m >= 3 || k > 8) && (k > least_k || !flat::pays<T>(m, k)) &&
+               !(m == 5 && k == 6);
 }
 
 template <class T, bool Single, int M, int K>
@@ -1233,19 +1253,20 @@ constexpr flat::entry<T> entry_for() noexcept {
 }
 template <class T, bool Single, int M, int... K>
 constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
-    return std::array<flat::entry<T>, slot + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
+    return std::array<flat::entry<T>, most_k + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
 }
 template <class T, bool Single, int... M>
 constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
-    return std::array{std::array<flat::entry<T>, slot + 1>{},
-                      row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, slot>{})...};
+    return std::array{
+        std::array<flat::entry<T>, most_k + 1>{},
+        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
 }
 
 // The run for a product of these shapes (Single: for a single product), or none.
 template <class T, bool Single>
 flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
     static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
-    if (x.n != 1 || x.a_cs != 1 || x.m > width<T> || x.k > slot) return nullptr;
+    if (x.n != 1 || x.a_cs != 1 || x.m > width<T> || x.k > most_k) return nullptr;
     return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)];
 }
 
@@ -1486,10 +1507,11 @@ template <class T>
     batch_planned<T>(x);
 }
 
-// A single product's plan: the shifted sums' or the dot products' run for one matrix; where one
-// panel of equal blocks covers the matrix, its product_run with the planning's block count, tail
-// lanes and whole rows; else batch_planned (several panels, unequal blocks), which plans on every
-// call. The same blocks as a batch, so the same bits.
+// A single product's plan: the run for one matrix of the slots, the shifted sums, the outer
+// products or the dot products where one of them takes the shape (sums_run); where one panel of
+// equal blocks covers the matrix, its product_run with the planning's block count, tail lanes and
+// whole rows; else batch_planned (several panels, unequal blocks), which plans on every call. The
+// same blocks as a batch, so the same bits.
 template <class T>
 [[gnu::target(TESSERA_AVX512_TARGET)]] small_gemm_plan<T> plan_single(
     const small_gemm_args<T>& x) noexcept {
