@@ -841,7 +841,8 @@ constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
 // binary digits of k, lowest first (k = 6: (p0 + p1) + ((p2 + p3) + (p4 + p5))); C's m sums, at
 // lanes 0, k, 2k, ..., gathered by permutes into one vector. Where the dot products above load
 // a row a vector and spend a tree on each block of rows (6x6x1 float: 9 masked loads, 14
-// shuffles), this loads three vectors and shifts each three times.
+// shuffles), this loads three vectors and shifts each three times. The slots below take most of
+// its shapes of rows of 5-8 elements since (6x6x1 among them).
 namespace flat {
 
 template <class T, int NV>
@@ -1016,7 +1017,8 @@ template <class T, int M, int K, bool Single>
 // double m 2-8 up to 32, and 6x6, 5x7, 7x5): 1.1-5.4x faster than before (3x5x1 float and other
 // shapes of fewer than four rows took the panels), but where the dot products fill their one
 // block of rows and k is long: m 7 or 8 with k >= 5 (float 0.75-1.08x, double 7x5 0.93x), double
-// m 4 with k >= 7 (0.89x).
+// m 4 with k >= 7 (0.89x). The slots, asked first, now take those shapes and every double one of
+// k >= 5; of the float rows of 5, they take those this rule refuses.
 inline constexpr int most_k = 8;
 template <class T>
 constexpr bool pays(int m, int k) noexcept {
@@ -1067,11 +1069,12 @@ entry<T> run_for(const small_gemm_args<T>& x) noexcept {
 // that C's m sums end in one vector, which one permute puts in row order. Where the shifted sums
 // shift every vector of A once a binary digit of k and then gather (6x6x1 float: 15 shuffles),
 // this spends 13 (6x6x1 float: B's column repeated, three inserts, eight in the tree, the
-// permute); where the dot products cut k into chunks of 256 bits and spend a tree on a block of
-// eight rows (four for double rows of fewer than six) whatever m, this reads a row in one or two
-// vectors and sums only the rows there are. A row of 8-lane slots sums as ((p0 + p4) + (p2 + p6))
-// + ((p1 + p5) + (p3 + p7)), the products past k zero; a float slot of 16 lanes adds p(i + 8) to
-// p(i) first; a double row of two vectors adds the second's products to the first's first.
+// permute); where the dot products cut k into chunks of 256 bits (512 for double products of six
+// rows or more) and spend a tree on a block of eight rows (four for double products of fewer than
+// six rows) whatever m, this reads a row in one or two vectors and sums only the rows there are.
+// A row of 8-lane slots sums as ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), the products
+// past k zero; a float slot of 16 lanes adds p(i + 8) to p(i) first; a double row of two vectors
+// first multiply-adds the second's products to the first's (one rounding: a fused multiply-add).
 namespace slots {
 
 template <class T>
@@ -1183,7 +1186,7 @@ template <class T, int M, int K, bool Plain>
         column = _mm512_maskz_broadcast_f32x8(0xffff, load<T, S, (K < S)>(b, first_lanes));
     else
         column = load<T, W, (first < W)>(b, first_lanes);
-    if constexpr (two) rest = load<T, W, true>(b + W, rest_lanes);
+    if constexpr (two) rest = load<T, W, (K - first < W)>(b + W, rest_lanes);
     V products[count];
 #pragma GCC unroll 16
     for (int v = 0; v < count; ++v) {
@@ -1196,7 +1199,10 @@ template <class T, int M, int K, bool Plain>
             }
         }
         products[v] = rows * column;
-        if constexpr (two) products[v] += load<T, W, true>(row + W, rest_lanes) * rest;
+        if constexpr (two) {  // double rows only (a float row of 16 is one vector)
+            const V more = load<T, W, (K - first < W)>(row + W, rest_lanes);
+            products[v] = _mm512_fmadd_pd(more, rest, products[v]);
+        }
     }
     const V out = flat::permute<T>(sums<T, S, count>(products), [](int r) {
         constexpr auto rows = rows_of_sums<T, M, S>();

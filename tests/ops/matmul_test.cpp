@@ -534,10 +534,10 @@ void check_remembered_products(backend& be, std::mt19937_64& rng) {
     std::vector<product> products;
     be.run([&](session& s) {
         for (const mkn& z :
-             {mkn{5, 5, 5}, mkn{6, 6, 6}, mkn{8, 8, 8}, mkn{16, 16, 16}, mkn{3, 5, 2}, mkn{7, 7, 7},
-              mkn{6, 6, 1}, mkn{4, 4, 1}, mkn{3, 3, 1}, mkn{12, 12, 12}, mkn{1, 64, 1},
-              mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5}, mkn{20, 20, 2}, mkn{8, 8, 2},
-              mkn{5, 7, 1}, mkn{5, 5, 1}, mkn{20, 20, 1}})
+             {mkn{5, 5, 5},  mkn{6, 6, 6},   mkn{8, 8, 8}, mkn{16, 16, 16}, mkn{3, 5, 2},
+              mkn{7, 7, 7},  mkn{6, 6, 1},   mkn{4, 4, 1}, mkn{3, 3, 1},    mkn{12, 12, 12},
+              mkn{1, 64, 1}, mkn{20, 9, 33}, mkn{5, 5, 6}, mkn{5, 6, 5},    mkn{20, 20, 2},
+              mkn{8, 8, 2},  mkn{5, 7, 1},   mkn{5, 5, 1}, mkn{20, 20, 1},  mkn{6, 12, 1}})
             for (const layout& l : layouts) {
                 const auto k = static_cast<std::ptrdiff_t>(z.k);
                 const auto n = static_cast<std::ptrdiff_t>(z.n);
