@@ -843,6 +843,12 @@ constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
 // a row a vector and spend a tree on each block of rows (6x6x1 float: 9 masked loads, 14
 // shuffles), this loads three vectors and shifts each three times. The slots below take most of
 // its shapes of rows of 5-8 elements since (6x6x1 among them).
+namespace slots {
+// Where the slots below take a product of one column (they are asked first).
+template <class T>
+constexpr bool pays(int m, int k) noexcept;
+}  // namespace slots
+
 namespace flat {
 
 template <class T, int NV>
@@ -1030,28 +1036,31 @@ constexpr bool pays(int m, int k) noexcept {
 
 template <class T>
 using entry = void (*)(const small_gemm_args<T>&, const small_gemm_plan<T>&) noexcept;
-template <class T, bool Single, int M, int K>
-constexpr entry<T> entry_for() noexcept {
-    if constexpr (pays<T>(M, K))
-        return &run<T, M, K, Single>;
-    else
-        return nullptr;
+// The runs of products of one column by shape, table[m][k] for m 1..sizeof...(Rows) and k 1..Cols
+// (none at 0): each the run `run_of.template operator()<m, k>()` gives, or none.
+template <class T, int Cols, int M, class RunOf, int... K>
+constexpr auto row_of_runs(RunOf run_of, std::integer_sequence<int, K...>) noexcept {
+    return std::array<entry<T>, Cols + 1>{nullptr, run_of.template operator()<M, K + 1>()...};
 }
-template <class T, bool Single, int M, int... K>
-constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
-    return std::array<entry<T>, most_k + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
-}
-template <class T, bool Single, int... M>
-constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
+template <class T, int Cols, class RunOf, int... Rows>
+constexpr auto runs_by_shape(RunOf run_of, std::integer_sequence<int, Rows...>) noexcept {
     return std::array{
-        std::array<entry<T>, most_k + 1>{},
-        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
+        std::array<entry<T>, Cols + 1>{},
+        row_of_runs<T, Cols, Rows + 1>(run_of, std::make_integer_sequence<int, Cols>{})...};
 }
 
-// The run for a product of these shapes (Single: for a single product), or none.
+// The run for a product of these shapes (Single: for a single product), or none. The slots are
+// asked first, so the shapes they take are left out (their runs would never be called).
 template <class T, bool Single>
 entry<T> run_for(const small_gemm_args<T>& x) noexcept {
-    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
+    static constexpr auto table = runs_by_shape<T, most_k>(
+        []<int M, int K>() -> entry<T> {
+            if constexpr (pays<T>(M, K) && !slots::pays<T>(M, K))
+                return &run<T, M, K, Single>;
+            else
+                return nullptr;
+        },
+        std::make_integer_sequence<int, width<T>>{});
     // (One row of A is dense whatever its row stride.)
     if (x.n != 1 || x.a_cs != 1 || (x.a_rs != x.k && x.m != 1) || x.m > width<T> || x.k > most_k)
         return nullptr;
@@ -1250,28 +1259,17 @@ constexpr bool pays(int m, int k) noexcept {
                !(m == 5 && k == 6);
 }
 
-template <class T, bool Single, int M, int K>
-constexpr flat::entry<T> entry_for() noexcept {
-    if constexpr (pays<T>(M, K))
-        return &run<T, M, K, Single>;
-    else
-        return nullptr;
-}
-template <class T, bool Single, int M, int... K>
-constexpr auto row_of_entries(std::integer_sequence<int, K...>) noexcept {
-    return std::array<flat::entry<T>, most_k + 1>{nullptr, entry_for<T, Single, M, K + 1>()...};
-}
-template <class T, bool Single, int... M>
-constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
-    return std::array{
-        std::array<flat::entry<T>, most_k + 1>{},
-        row_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
-}
-
 // The run for a product of these shapes (Single: for a single product), or none.
 template <class T, bool Single>
 flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
-    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, width<T>>{});
+    static constexpr auto table = flat::runs_by_shape<T, most_k>(
+        []<int M, int K>() -> flat::entry<T> {
+            if constexpr (pays<T>(M, K))
+                return &run<T, M, K, Single>;
+            else
+                return nullptr;
+        },
+        std::make_integer_sequence<int, width<T>>{});
     if (x.n != 1 || x.a_cs != 1 || x.m > width<T> || x.k > most_k) return nullptr;
     return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)];
 }
