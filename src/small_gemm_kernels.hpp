@@ -834,6 +834,12 @@ constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
 
 }  // namespace dot
 
+namespace slots {
+// Where the slots below take a product of one column (they are asked first).
+template <class T>
+constexpr bool pays(int m, int k) noexcept;
+}  // namespace slots
+
 // Products of one column where A is dense (its rows end to end) and small: A read as the m k
 // elements it is, in whole vectors (the last masked), multiplied lane by lane by B's column
 // repeated once a row (one permute a vector), and the k products of each row summed by adding
@@ -843,12 +849,6 @@ constexpr auto run_for(std::ptrdiff_t m, std::ptrdiff_t n) noexcept {
 // a row a vector and spend a tree on each block of rows (6x6x1 float: 9 masked loads, 14
 // shuffles), this loads three vectors and shifts each three times. The slots below take most of
 // its shapes of rows of 5-8 elements since (6x6x1 among them).
-namespace slots {
-// Where the slots below take a product of one column (they are asked first).
-template <class T>
-constexpr bool pays(int m, int k) noexcept;
-}  // namespace slots
-
 namespace flat {
 
 template <class T, int NV>
@@ -1036,8 +1036,9 @@ constexpr bool pays(int m, int k) noexcept {
 
 template <class T>
 using entry = void (*)(const small_gemm_args<T>&, const small_gemm_plan<T>&) noexcept;
-// The runs of products of one column by shape, table[m][k] for m 1..sizeof...(Rows) and k 1..Cols
-// (none at 0): each the run `run_of.template operator()<m, k>()` gives, or none.
+// The runs of products of one column by shape, table[m][k] for m 1..R and k 1..Cols (none at 0),
+// given Rows 0..R-1 (a make_integer_sequence): each the run `run_of.template operator()<m, k>()`
+// gives, or none.
 template <class T, int Cols, int M, class RunOf, int... K>
 constexpr auto row_of_runs(RunOf run_of, std::integer_sequence<int, K...>) noexcept {
     return std::array<entry<T>, Cols + 1>{nullptr, run_of.template operator()<M, K + 1>()...};
