@@ -1036,9 +1036,9 @@ constexpr bool pays(int m, int k) noexcept {
 
 template <class T>
 using entry = void (*)(const small_gemm_args<T>&, const small_gemm_plan<T>&) noexcept;
-// The runs of products of one column by shape, table[m][k] for m 1..R and k 1..Cols (none at 0),
-// given Rows 0..R-1 (a make_integer_sequence): each the run `run_of.template operator()<m, k>()`
-// gives, or none.
+// Runs by two of a shape's extents (m and k of one column; k and n of the outer products below),
+// table[i][j] for i 1..R and j 1..Cols (none at 0), given Rows 0..R-1 (a make_integer_sequence):
+// each the run `run_of.template operator()<i, j>()` gives, or none.
 template <class T, int Cols, int M, class RunOf, int... K>
 constexpr auto row_of_runs(RunOf run_of, std::integer_sequence<int, K...>) noexcept {
     return std::array<entry<T>, Cols + 1>{nullptr, run_of.template operator()<M, K + 1>()...};
@@ -1392,37 +1392,30 @@ constexpr bool pays(int m, int k, int n) noexcept {
     return fits && m >= 2 && (broadcasts<T>(n) || n < 6 || k * n <= W);
 }
 
-template <class T, bool Single, int M, int K, int N>
-constexpr flat::entry<T> entry_for() noexcept {
-    if constexpr (pays<T>(M, K, N))
-        return &run<T, M, K, N, Single>;
-    else
-        return nullptr;
-}
-template <class T, bool Single, int M, int K, int... N>
-constexpr auto row_of_entries(std::integer_sequence<int, N...>) noexcept {
-    return std::array<flat::entry<T>, width<T> + 1>{nullptr,
-                                                    entry_for<T, Single, M, K, N + 1>()...};
-}
-template <class T, bool Single, int M, int... K>
-constexpr auto plane_of_entries(std::integer_sequence<int, K...>) noexcept {
-    return std::array{
-        std::array<flat::entry<T>, width<T> + 1>{},
-        row_of_entries<T, Single, M, K + 1>(std::make_integer_sequence<int, width<T>>{})...};
+// The runs of the products of M rows by k and n (table[k][n], none at 0).
+template <class T, bool Single, int M>
+constexpr auto plane_of_runs() noexcept {
+    return flat::runs_by_shape<T, width<T>>(
+        []<int K, int N>() -> flat::entry<T> {
+            if constexpr (pays<T>(M, K, N))
+                return &run<T, M, K, N, Single>;
+            else
+                return nullptr;
+        },
+        std::make_integer_sequence<int, most_k>{});
 }
 template <class T, bool Single, int... M>
-constexpr auto entries(std::integer_sequence<int, M...>) noexcept {
-    using plane =
-        decltype(plane_of_entries<T, Single, 1>(std::make_integer_sequence<int, most_k>{}));
-    return std::array{
-        plane{}, plane_of_entries<T, Single, M + 1>(std::make_integer_sequence<int, most_k>{})...};
+constexpr auto runs_by_rows(std::integer_sequence<int, M...>) noexcept {
+    using plane = decltype(plane_of_runs<T, Single, 1>());
+    return std::array{plane{}, plane_of_runs<T, Single, M + 1>()...};
 }
 
 // The run for a product of these shapes (Single: for a single product), or none.
 template <class T, bool Single>
 flat::entry<T> run_for(const small_gemm_args<T>& x) noexcept {
     constexpr int most_m = width<T> / 2;
-    static constexpr auto table = entries<T, Single>(std::make_integer_sequence<int, most_m>{});
+    static constexpr auto table =
+        runs_by_rows<T, Single>(std::make_integer_sequence<int, most_m>{});
     if (x.n < 2 || x.n > width<T> || x.a_cs != 1 || x.a_rs != x.k || x.m > most_m || x.k > most_k)
         return nullptr;
     return table[static_cast<std::size_t>(x.m)][static_cast<std::size_t>(x.k)]
