@@ -982,43 +982,53 @@ TEST(BlockedKernelTest, EveryShapeUpToTwentyAndEveryVariantMatchesTheReference) 
 // elements. The AVX-512 variant reads the last vector of B's rows whole where the lanes past a
 // row are B's own next rows, and its dot products of one or two columns read a block's rows past
 // A's last as the last row again; neither is stored, so only a fault shows an over-read: A, B and
-// C end here where an inaccessible page begins. The same product with B's rows n + 2 apart
-// (every such read masked) must give the same bits.
+// C end here where an inaccessible page begins, for one product and for a batch of three whose
+// matrices lie back to back (where the lanes past one matrix's B are the next one's, and past the
+// last are the page). The same products with B's rows n + 2 apart (every such read masked) must
+// give the same bits.
 template <class T>
 void check_accesses_stay_inside(std::mt19937_64& rng) {
     using tessera::detail::kernel_isa;
     const auto host = static_cast<unsigned>(tessera::detail::host_kernel_isa());
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    for (const std::size_t m : {1u, 3u, 6u, 9u})
-        for (std::size_t n = 1; n <= tessera::detail::small_gemm_max; ++n)
-            for (const std::size_t k : {1u, 2u, 3u, 4u, 5u, 8u, 17u}) {
-                const tessera::test::guarded<T> ga(m * k), gb(k * n), gc(m * n);
-                ASSERT_NE(ga.data(), nullptr);
-                ASSERT_NE(gb.data(), nullptr);
-                ASSERT_NE(gc.data(), nullptr);
-                T* const a = ga.data();
-                T* const b = gb.data();
-                std::vector<T> padded(k * (n + 2)), dense_c(m * n), padded_c(m * n);
-                for (std::size_t p = 0; p < k; ++p)
-                    for (std::size_t j = 0; j < n; ++j)
-                        b[p * n + j] = padded[p * (n + 2) + j] = static_cast<T>(dist(rng));
-                for (std::size_t e = 0; e < m * k; ++e) a[e] = static_cast<T>(dist(rng));
-                const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
-                for (unsigned isa = 0; isa <= host; ++isa) {
-                    const auto run = [&](const T* from, std::size_t b_rs, T* c) {
-                        tessera::detail::run_small_gemm<T>(
-                            static_cast<kernel_isa>(isa),
-                            {sz(m), sz(n), sz(k), a, sz(k), 1, 0, from, sz(b_rs), 0, c, sz(n), 0, 1,
-                             false, T{1}, T{0}});
-                    };
-                    run(b, n, gc.data());  // C too ends at the inaccessible page
-                    std::copy(gc.data(), gc.data() + m * n, dense_c.begin());
-                    run(padded.data(), n + 2, padded_c.data());
-                    EXPECT_EQ(std::memcmp(dense_c.data(), padded_c.data(), m * n * sizeof(T)), 0)
-                        << tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa)) << " "
-                        << m << "x" << k << "x" << n;
+    for (const std::size_t count : {1u, 3u})
+        for (const std::size_t m : {1u, 3u, 6u, 9u})
+            for (std::size_t n = 1; n <= tessera::detail::small_gemm_max; ++n)
+                for (const std::size_t k : {1u, 2u, 3u, 4u, 5u, 8u, 17u}) {
+                    const std::size_t mk = m * k, kn = k * n, mn = m * n;
+                    const tessera::test::guarded<T> ga(count * mk), gb(count * kn), gc(count * mn);
+                    ASSERT_NE(ga.data(), nullptr);
+                    ASSERT_NE(gb.data(), nullptr);
+                    ASSERT_NE(gc.data(), nullptr);
+                    T* const a = ga.data();
+                    T* const b = gb.data();
+                    const std::size_t padded_kn = k * (n + 2);
+                    std::vector<T> padded(count * padded_kn), dense_c(count * mn),
+                        padded_c(count * mn);
+                    for (std::size_t q = 0; q < count; ++q)
+                        for (std::size_t p = 0; p < k; ++p)
+                            for (std::size_t j = 0; j < n; ++j)
+                                b[q * kn + p * n + j] = padded[q * padded_kn + p * (n + 2) + j] =
+                                    static_cast<T>(dist(rng));
+                    for (std::size_t e = 0; e < count * mk; ++e) a[e] = static_cast<T>(dist(rng));
+                    const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+                    for (unsigned isa = 0; isa <= host; ++isa) {
+                        const auto run = [&](const T* from, std::size_t b_rs, std::size_t sb,
+                                             T* c) {
+                            tessera::detail::run_small_gemm<T>(
+                                static_cast<kernel_isa>(isa),
+                                {sz(m), sz(n), sz(k), a, sz(k), 1, sz(mk), from, sz(b_rs), sz(sb),
+                                 c, sz(n), sz(mn), count, false, T{1}, T{0}});
+                        };
+                        run(b, n, kn, gc.data());  // C too ends at the inaccessible page
+                        std::copy(gc.data(), gc.data() + count * mn, dense_c.begin());
+                        run(padded.data(), n + 2, padded_kn, padded_c.data());
+                        EXPECT_EQ(
+                            std::memcmp(dense_c.data(), padded_c.data(), count * mn * sizeof(T)), 0)
+                            << tessera::detail::kernel_isa_name(static_cast<kernel_isa>(isa)) << " "
+                            << m << "x" << k << "x" << n << ", " << count << " matrices";
+                    }
                 }
-            }
 }
 
 // A, B and C each end where an inaccessible page begins: the kernels read and write inside them
