@@ -127,13 +127,13 @@ set(_tessera_package_subdir_options "")
 if(_tessera_package_user_prefix)
     set(_tessera_package_subdir_options "-DCMAKE_PREFIX_PATH=${_tessera_package_user_prefix}")
 endif()
-# It compiles the whole library again, without optimisation (-O0 in place of the configuration's
-# flags): what it proves is the route (targets, options, include paths, what a subproject leaves
-# alone), and the optimised library is the one the rest of the suite tests. On the 2-core
-# development machine it took 318 s of the suite's 337 s of tests at -O2 -g (at 4781ea1's CI run
-# 459 s of 495), and its library compiles in 131 s at -O0. Its limit stays well above the others':
-# with make, ctest --build-and-test gives the build tool no job count (and CMake clears MAKEFLAGS
-# for it), so the library compiles one file at a time.
+# It compiles the whole library again, without optimisation: -O0 in place of the configuration's
+# flags, so also without -g and with the library's assertions on (no NDEBUG). What it proves is
+# the route (targets, options, include paths, what a subproject leaves alone); the optimised
+# library is the one the rest of the suite tests. On the 2-core development machine it took 318 s
+# of the suite's 337 s of tests at -O2 -g, and its library compiles in 131 s at -O0. Its limit
+# stays well above the others': with make, ctest --build-and-test gives the build tool no job
+# count (and CMake clears MAKEFLAGS for it), so the library compiles one file at a time.
 add_test(NAME package.add_subdirectory
     COMMAND "${CMAKE_CTEST_COMMAND}"
         --build-and-test
