@@ -1096,6 +1096,48 @@ TEST(BlockedKernelTest, EveryRowHasTheBitsOfItsProductAlone) {
     check_rows_alone<double>(rng);
 }
 
+// White-box: at the AVX-512 level, a product of one column whose A is dense and whose rows hold
+// two or four elements adds each row's products pairwise in lane order, p0 + p1 and (p0 + p1) +
+// (p2 + p3), whether its rows fill one vector (the shifted sums) or several (the tree that adds
+// two vectors into one a level): the same bits either way. Every m up to a vector of rows.
+template <class T>
+void check_pairwise_row_sums(std::mt19937_64& rng) {
+    using tessera::detail::kernel_isa;
+    constexpr std::size_t lanes = 64 / sizeof(T), count = 3;
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    for (const std::size_t k : {2u, 4u})
+        for (std::size_t m = 1; m <= lanes; ++m) {
+            std::vector<T> a(count * m * k), b(count * k), c(count * m);
+            for (T& e : a) e = static_cast<T>(dist(rng));
+            for (T& e : b) e = static_cast<T>(dist(rng));
+            const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+            tessera::detail::run_small_gemm<T>(
+                kernel_isa::avx512, {sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(), 1,
+                                     sz(k), c.data(), 1, sz(m), count, false, T{1}, T{0}});
+            for (std::size_t q = 0; q < count; ++q)
+                for (std::size_t i = 0; i < m; ++i) {
+                    volatile T p[4];  // each product rounded on its own, never fused into a sum
+                    for (std::size_t j = 0; j < k; ++j)
+                        p[j] = a[(q * m + i) * k + j] * b[q * k + j];
+                    const T expected = k == 2 ? p[0] + p[1] : (p[0] + p[1]) + (p[2] + p[3]);
+                    EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
+                        << m << "x" << k << "x1, matrix " << q << " row " << i << ": "
+                        << c[q * m + i] << " against " << expected;
+                }
+        }
+}
+
+TEST(BlockedKernelTest, OneColumnRowsOfTwoAndFourElementsAddTheirProductsPairwise) {
+    if (tessera::detail::host_kernel_isa() != tessera::detail::kernel_isa::avx512)
+        GTEST_SKIP() << "the AVX-512 level's kernels; this CPU runs "
+                     << tessera::detail::matmul_kernel_isa();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    check_pairwise_row_sums<float>(rng);
+    check_pairwise_row_sums<double>(rng);
+}
+
 TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
     const std::string isa = tessera::detail::matmul_kernel_isa();
     __builtin_cpu_init();
