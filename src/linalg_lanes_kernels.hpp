@@ -73,7 +73,7 @@ template <class V>
 /// root of the enclosing function's target since src/linalg_lanes.cpp is compiled without errno
 /// for math functions (-fno-math-errno in CMakeLists.txt; with errno each lane is a call). r
 /// starts as x, not undefined: writing one lane of a vector reads the others, which GCC at -O1
-/// (the sanitizer builds) reported as maybe uninitialized. Built whole from the lanes' roots
+/// (the thread-sanitizer build) reported as maybe uninitialized. Built whole from the lanes' roots
 /// instead (one initializer), the vector kept GCC from unrolling Cholesky's column loop (1.3-2x
 /// slower at n = 3-5); starting from x changes the Release code of 15 of the file's 305
 /// functions by a few register moves, and batched_linalg_bench measured no difference.

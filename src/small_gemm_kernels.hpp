@@ -972,11 +972,12 @@ template <class T, int NV, int M, int K>
     }
 }
 
-// Where k divides the vector's lanes (rows of 2, 4 or 8 elements) and A fills more than one
-// vector, no row straddles two vectors, and the products are summed by the dot products' tree
-// levels instead of the shifted sums: each level adds neighbouring lanes, then neighbouring
-// blocks, of two vectors into one (in-lane shuffles first, where there are the most vectors),
-// and one permute puts C's sums in row order. Each row's products are added in the shifted sums'
+// Where k divides the vector's lanes and A fills more than one vector (rows of 2 or 4 elements:
+// rows of 8 go to the slots or fill one vector), no row straddles two vectors, and the products
+// are summed by the dot products' tree levels instead of the shifted sums: each level adds
+// neighbouring lanes of two vectors into one (in-lane shuffles, first, where there are the most
+// vectors), then, where a row is longer than a 128-bit block, neighbouring blocks; one permute
+// puts C's sums in row order. Each row's products are added in the shifted sums'
 // order ((p0 + p1) + (p2 + p3)), so the same bits. Measured on Zen 5 against the shifted sums
 // (ns a matrix of a batch filling half of L2, the fastest of seven, two alternating runs):
 // double rows of 4, 3-8 rows, 2.63-5.45 -> 2.05-3.18 (1.27-1.72x); float rows of 4, 5-16 rows,

@@ -1099,31 +1099,54 @@ TEST(BlockedKernelTest, EveryRowHasTheBitsOfItsProductAlone) {
 // White-box: at the AVX-512 level, a product of one column whose A is dense and whose rows hold
 // two or four elements adds each row's products pairwise in lane order, p0 + p1 and (p0 + p1) +
 // (p2 + p3), whether its rows fill one vector (the shifted sums) or several (the tree that adds
-// two vectors into one a level): the same bits either way. Every m up to a vector of rows.
+// two vectors into one a level): the same bits either way. Every m up to a vector of rows; a
+// batch of three written, the same in the accumulate form (alpha s rounded on its own, beta c
+// fused into the addition), and a planned single product.
 template <class T>
 void check_pairwise_row_sums(std::mt19937_64& rng) {
     using tessera::detail::kernel_isa;
     constexpr std::size_t lanes = 64 / sizeof(T), count = 3;
+    constexpr T alpha = T(1.5), beta = T(-0.5);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     for (const std::size_t k : {2u, 4u})
         for (std::size_t m = 1; m <= lanes; ++m) {
-            std::vector<T> a(count * m * k), b(count * k), c(count * m);
+            std::vector<T> a(count * m * k), b(count * k), c(count * m), old(count * m);
             for (T& e : a) e = static_cast<T>(dist(rng));
             for (T& e : b) e = static_cast<T>(dist(rng));
+            for (T& e : old) e = static_cast<T>(dist(rng));
             const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
-            tessera::detail::run_small_gemm<T>(
-                kernel_isa::avx512, {sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(), 1,
-                                     sz(k), c.data(), 1, sz(m), count, false, T{1}, T{0}});
-            for (std::size_t q = 0; q < count; ++q)
-                for (std::size_t i = 0; i < m; ++i) {
-                    volatile T p[4];  // each product rounded on its own, never fused into a sum
-                    for (std::size_t j = 0; j < k; ++j)
-                        p[j] = a[(q * m + i) * k + j] * b[q * k + j];
-                    const T expected = k == 2 ? p[0] + p[1] : (p[0] + p[1]) + (p[2] + p[3]);
-                    EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
-                        << m << "x" << k << "x1, matrix " << q << " row " << i << ": "
-                        << c[q * m + i] << " against " << expected;
-                }
+            const auto row_sum = [&](std::size_t q, std::size_t i) {
+                volatile T p[4];  // each product rounded on its own, never fused into a sum
+                for (std::size_t j = 0; j < k; ++j) p[j] = a[(q * m + i) * k + j] * b[q * k + j];
+                return k == 2 ? T(p[0] + p[1]) : T((p[0] + p[1]) + (p[2] + p[3]));
+            };
+            const auto expect_bits = [&](const char* form, std::size_t matrices, bool scaled) {
+                for (std::size_t q = 0; q < matrices; ++q)
+                    for (std::size_t i = 0; i < m; ++i) {
+                        volatile T scaled_sum = alpha * row_sum(q, i);
+                        const T expected = scaled ? std::fma(beta, old[q * m + i], scaled_sum)
+                                                  : row_sum(q, i);
+                        EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
+                            << form << " " << m << "x" << k << "x1, matrix " << q << " row " << i
+                            << ": " << c[q * m + i] << " against " << expected;
+                    }
+            };
+            const auto args = [&](std::size_t matrices, bool accumulate) {
+                return tessera::detail::small_gemm_args<T>{
+                    sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(), 1, sz(k),
+                    c.data(), 1, sz(m), matrices, accumulate, accumulate ? alpha : T{1},
+                    accumulate ? beta : T{0}};
+            };
+            tessera::detail::run_small_gemm<T>(kernel_isa::avx512, args(count, false));
+            expect_bits("batch", count, false);
+            c = old;
+            tessera::detail::run_small_gemm<T>(kernel_isa::avx512, args(count, true));
+            expect_bits("batch, alpha and beta", count, true);
+            const auto single = args(1, false);
+            const auto plan = tessera::detail::plan_small_gemm<T>(kernel_isa::avx512, single);
+            c = old;
+            plan.run(single, plan);
+            expect_bits("single product", 1, false);
         }
 }
 
