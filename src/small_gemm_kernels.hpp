@@ -976,72 +976,120 @@ template <class T, int NV, int M, int K>
 // rows of 8 go to the slots or fill one vector), no row straddles two vectors, and the products
 // are summed by the dot products' tree levels instead of the shifted sums: each level adds
 // neighbouring lanes of two vectors into one (in-lane shuffles, first, where there are the most
-// vectors), then, where a row is longer than a 128-bit block, neighbouring blocks; one permute
-// puts C's sums in row order. Each row's products are added in the shifted sums'
-// order ((p0 + p1) + (p2 + p3)), so the same bits. Measured on Zen 5 against the shifted sums
-// (ns a matrix of a batch filling half of L2, the fastest of seven, two alternating runs):
-// double rows of 4, 3-8 rows, 2.63-5.45 -> 2.05-3.18 (1.27-1.72x); float rows of 4, 5-16 rows,
-// 2.62-5.52 -> 1.98-3.27 (1.27-1.75x); rows of 2 from 5 double or 9 float rows, 0.99-1.17x.
-// Where A fills one vector the tree measured 0.65-0.92x the shifted sums (a level costs two
-// shuffles for the one vector, a shift one), so those shapes keep them.
+// vectors), then, where a row is longer than a 128-bit block, neighbouring blocks; a level left
+// with one vector adds each lane's neighbour to it (one shuffle); one permute puts C's sums in
+// row order. Each row's products are added in the shifted sums' order ((p0 + p1) + (p2 + p3)),
+// so the same bits (tree_lanes checks it). Measured on Zen 5 against the shifted sums (ns a
+// matrix of a batch filling half of L2, the fastest of three runs of seven, alternated): double
+// rows of 4, 3-8 rows, 2.62-5.45 -> 1.69-3.15 (1.54-1.87x); float rows of 4, 5-16 rows,
+// 2.62-5.43 -> 1.60-3.00 (1.51-2.03x); rows of 2 from 5 double or 9 float rows, 1.00-1.29x.
+// Where A fills one vector an earlier form of the tree measured 0.65-0.92x the shifted sums,
+// so those shapes keep them.
 template <class T, int M, int K>
 inline constexpr bool tree_pays = K >= 2 && width<T> % K == 0 && M * K > width<T>;
 
-// The row whose sum lane l of the tree's one vector holds, -1 for none; -2 where a level would
-// add lanes of two rows (the tree would be wrong: static_assert'ed below).
+// What one lane of the tree holds: the sum of `count` products of row `row` from its product
+// `first` on (row -1: nothing; -2: a level added two sums that are not aligned neighbours of one
+// row, as no correct tree in the shifted sums' order does).
+struct lane_sum {
+    int row = -1, first = 0, count = 0;
+};
+constexpr lane_sum plus(lane_sum x, lane_sum y) noexcept {
+    if (x.row == -1 && y.row == -1) return x;
+    const int first = std::min(x.first, y.first);
+    const bool neighbours = x.row >= 0 && x.row == y.row && x.count == y.count &&
+                            std::max(x.first, y.first) == first + x.count &&
+                            first % (2 * x.count) == 0;
+    return neighbours ? lane_sum{x.row, first, 2 * x.count} : lane_sum{-2, 0, 0};
+}
+
+// The tree's levels (below) on lanes: what each lane of its one vector holds at the end.
 template <class T, int M, int K, int NV>
-constexpr std::array<int, width<T>> tree_rows() noexcept {
-    constexpr int W = width<T>;
-    std::array<std::array<int, W>, NV> row{};
+constexpr std::array<lane_sum, width<T>> tree_lanes() noexcept {
+    constexpr int W = width<T>, G = dot::block_lanes<T>;
+    std::array<std::array<lane_sum, W>, NV> lane{};
     for (int v = 0; v < NV; ++v)
-        for (int l = 0; l < W; ++l) row[v][l] = v * W + l < M * K ? (v * W + l) / K : -1;
+        for (int l = 0; l < W; ++l)
+            if (v * W + l < M * K) lane[v][l] = {(v * W + l) / K, (v * W + l) % K, 1};
     int count = NV;
-    for (int added = 1; added < K; added *= 2) {
-        const bool within = added < dot::block_lanes<T>;
+    for (int size = 1; size < K; size *= 2) {
+        const bool within = size < G;
+        if (count == 1) {  // one vector: each lane gains its neighbour's
+            std::array<lane_sum, W> sum{};
+            for (int l = 0; l < W; ++l) sum[l] = plus(lane[0][l], lane[0][l ^ (within ? 1 : G)]);
+            lane[0] = sum;
+            continue;
+        }
         for (int i = 0; i < (count + 1) / 2; ++i) {
-            std::array<int, W> sum{};
+            std::array<lane_sum, W> sum{};
             for (int l = 0; l < W; ++l) {
-                int from[2];
+                lane_sum from[2];
                 for (int odd = 0; odd < 2; ++odd) {
                     const int at = within ? dot::in_blocks_source<T, W>(l, odd)
                                           : dot::of_blocks_source<T, W>(l, odd);
                     const int v = 2 * i + at / W;
-                    from[odd] = v < count ? row[v][at % W] : -1;
+                    if (v < count) from[odd] = lane[v][at % W];
                 }
-                sum[l] = from[0] == from[1] ? from[0] : -2;
+                sum[l] = plus(from[0], from[1]);
             }
-            row[i] = sum;
+            lane[i] = sum;
         }
         count = (count + 1) / 2;
     }
-    return count == 1 ? row[0] : std::array<int, W>{-2};
+    return count == 1 ? lane[0] : std::array<lane_sum, W>{lane_sum{-2, 0, 0}};
 }
 
+// Whether the tree ends with every row's whole sum in some lane and nothing else but empty lanes.
 template <class T, int M, int K, int NV>
-constexpr bool tree_holds_every_row() noexcept {
-    const auto rows = tree_rows<T, M, K, NV>();
+constexpr bool tree_sums_every_row() noexcept {
+    const auto lanes = tree_lanes<T, M, K, NV>();
+    for (const lane_sum& l : lanes)
+        if (l.row != -1 && (l.row < 0 || l.count != K)) return false;
     for (int r = 0; r < M; ++r)
-        if (std::find(rows.begin(), rows.end(), r) == rows.end()) return false;
-    return std::find(rows.begin(), rows.end(), -2) == rows.end();
+        if (std::none_of(lanes.begin(), lanes.end(), [r](const lane_sum& l) { return l.row == r; }))
+            return false;
+    return true;
 }
 
-// The tree's levels from `Added` lanes of each row summed: one vector.
-template <class T, int K, int Count, int Added = 1>
+// x with each lane's neighbour in its place: lanes 2p and 2p + 1 swapped (Within), else blocks
+// 2j and 2j + 1.
+template <class T, bool Within>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> neighbours(
+    vec_t<T, width<T>> x) noexcept {
+    // The maskz forms, as in permute above.
+    if constexpr (sizeof(T) == 4 && Within)
+        return _mm512_maskz_permute_ps(0xffff, x, 0xB1);
+    else if constexpr (sizeof(T) == 4)
+        return _mm512_maskz_shuffle_f32x4(0xffff, x, x, 0xB1);
+    else if constexpr (Within)
+        return _mm512_maskz_permute_pd(0xff, x, 0x55);
+    else
+        return _mm512_maskz_shuffle_f64x2(0xff, x, x, 0xB1);
+}
+
+// The tree's levels from `Size` products of each row summed: one vector. A level adds two
+// vectors into one (two shuffles); on one vector, each lane's neighbour (one shuffle).
+template <class T, int K, int Count, int Size = 1>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> tree(
     const vectors<T, Count>& v) noexcept {
     constexpr int W = width<T>, next = (Count + 1) / 2;
+    constexpr bool within = Size < dot::block_lanes<T>;
     using V = vec_t<T, W>;
     vectors<T, next> sum;
+    if constexpr (Count == 1) {
+        sum[0] = v[0] + neighbours<T, within>(v[0]);
+    } else {
 #pragma GCC unroll 8
-    for (int i = 0; i < next; ++i) {
-        const V x = v[2 * i], y = 2 * i + 1 < Count ? v[2 * i + 1] : V{};
-        if constexpr (Added < dot::block_lanes<T>)
-            sum[i] = dot::in_blocks<T, W, 0>(x, y) + dot::in_blocks<T, W, 1>(x, y);
-        else
-            sum[i] = dot::of_blocks<T, W, 0>(x, y) + dot::of_blocks<T, W, 1>(x, y);
+        for (int i = 0; i < next; ++i) {
+            const V x = v[2 * i], y = 2 * i + 1 < Count ? v[2 * i + 1] : V{};
+            if constexpr (within)
+                sum[i] = dot::in_blocks<T, W, 0>(x, y) + dot::in_blocks<T, W, 1>(x, y);
+            else
+                sum[i] = dot::of_blocks<T, W, 0>(x, y) + dot::of_blocks<T, W, 1>(x, y);
+        }
     }
-    if constexpr (2 * Added < K)
-        return tree<T, K, next, 2 * Added>(sum);
+    if constexpr (2 * Size < K)
+        return tree<T, K, next, 2 * Size>(sum);
     else
         return sum[0];
 }
@@ -1051,11 +1099,11 @@ template <class T, int NV, int M, int K>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> row_sums(
     vectors<T, NV>& runs) noexcept {
     if constexpr (tree_pays<T, M, K>) {
-        static_assert(tree_holds_every_row<T, M, K, NV>());
+        static_assert(tree_sums_every_row<T, M, K, NV>());
         return permute<T>(tree<T, K, NV>(runs), [](int r) {
-            constexpr auto rows = tree_rows<T, M, K, NV>();
+            constexpr auto lanes = tree_lanes<T, M, K, NV>();
             for (int l = 0; l < width<T>; ++l)
-                if (rows[static_cast<std::size_t>(l)] == r) return l;
+                if (lanes[static_cast<std::size_t>(l)].row == r) return l;
             return 0;  // past C's rows: not stored
         });
     } else {
@@ -1077,7 +1125,9 @@ template <class T, int M, int K, int I>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> products(
     const T* a, vec_t<T, width<T>> column) noexcept {
     constexpr int W = width<T>, left = M * K - I * W;
-    return load_first<T, std::min(left, W)>(a + I * W) * repeated<T, K, I>(column);
+    // Where k divides the vector, every vector repeats the column alike: one permute for all.
+    return load_first<T, std::min(left, W)>(a + I * W) *
+           repeated<T, K, W % K == 0 ? 0 : I>(column);
 }
 
 // One matrix, B's column dense. Plain: C dense and only written (one store).
