@@ -981,7 +981,7 @@ template <class T, int NV, int M, int K>
 // row order. Each row's products are added in the shifted sums' order ((p0 + p1) + (p2 + p3)),
 // so the same bits (tree_lanes checks it). Measured on Zen 5 against the shifted sums (ns a
 // matrix of a batch filling half of L2, the fastest of three runs of seven, alternated): double
-// rows of 4, 3-8 rows, 2.62-5.45 -> 1.69-3.15 (1.54-1.87x); float rows of 4, 5-16 rows,
+// rows of 4, 3-8 rows, 2.62-5.44 -> 1.69-3.15 (1.54-1.87x); float rows of 4, 5-16 rows,
 // 2.62-5.43 -> 1.60-3.00 (1.51-2.03x); rows of 2 from 5 double or 9 float rows, 1.00-1.29x.
 // Where A fills one vector an earlier form of the tree measured 0.65-0.92x the shifted sums,
 // so those shapes keep them.
