@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -46,8 +47,8 @@ inline constexpr int block_rows = I == kernel_isa::avx2 ? 6 : 4;
 // column `second` (L, or less where it overlaps the first to end at the matrix's last column): the
 // accumulators stay in registers over the whole of k, each row of B is loaded once per block,
 // each element of A once per block (any strides: it is broadcast from a scalar load). B's and C's
-// rows are contiguous.
-template <class T, int L, int NV, int R>
+// rows are contiguous. Fma: the level has fused multiply-adds (every lane count uses them).
+template <bool Fma, class T, int L, int NV, int R>
 [[gnu::always_inline]] inline void block(const small_gemm_args<T>& x, const T* __restrict a,
                                          const T* __restrict b, T* __restrict c,
                                          std::ptrdiff_t second) noexcept {
@@ -66,7 +67,15 @@ template <class T, int L, int NV, int R>
         for (int r = 0; r < R; ++r) {
             const T e = a[r * x.a_rs + p * x.a_cs];
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[r][v] += e * row[v];
+            for (int v = 0; v < NV; ++v) {
+                // One lane fused by hand: at -O3 GCC versions this loop for B's unit row stride
+                // and vectorises that version's products along k, which it then added unfused
+                // (the other version fused them), so a column's bits followed B's stride.
+                if constexpr (Fma && L == 1)
+                    acc[r][v] = std::fma(e, row[v], acc[r][v]);
+                else
+                    acc[r][v] += e * row[v];
+            }
         }
     }
 #pragma GCC unroll 16
@@ -94,33 +103,35 @@ template <class T, int L, int NV, int R>
 
 // The block's columns of C for every row: whole blocks of R rows, then one block of the rows
 // left (a compile-time row count chosen at run time).
-template <class T, int L, int NV, int R>
+template <bool Fma, class T, int L, int NV, int R>
 [[gnu::always_inline]] inline void column_panel(const small_gemm_args<T>& x, const T* a, const T* b,
                                                 T* c, std::ptrdiff_t second = L) noexcept {
     std::ptrdiff_t i = 0;
-    for (; i + R <= x.m; i += R) block<T, L, NV, R>(x, a + i * x.a_rs, b, c + i * x.c_rs, second);
+    for (; i + R <= x.m; i += R)
+        block<Fma, T, L, NV, R>(x, a + i * x.a_rs, b, c + i * x.c_rs, second);
     const std::ptrdiff_t left = x.m - i;
     if (left == 0) return;
     a += i * x.a_rs;
     c += i * x.c_rs;
     [&]<int... Rows>(std::integer_sequence<int, Rows...>) __attribute__((always_inline)) {
         static_cast<void>(
-            ((left == Rows + 1 ? (block<T, L, NV, Rows + 1>(x, a, b, c, second), true) : false) ||
+            ((left == Rows + 1 ? (block<Fma, T, L, NV, Rows + 1>(x, a, b, c, second), true)
+                               : false) ||
              ...));
     }(std::make_integer_sequence<int, R - 1>{});
 }
 
 // The columns from j on, fewer than 2 W: one panel of each power of two up to W that their count
 // has, widest first (7 columns: 4, 2, 1).
-template <class T, int W, int R>
-[[gnu::always_inline]] inline void narrow_panels(const small_gemm_args<T>& x, const T* a, const T* b,
-                                                 T* c, std::ptrdiff_t j) noexcept {
+template <bool Fma, class T, int W, int R>
+[[gnu::always_inline]] inline void narrow_panels(const small_gemm_args<T>& x, const T* a,
+                                                 const T* b, T* c, std::ptrdiff_t j) noexcept {
     if constexpr (W >= 1) {
         if (x.n - j >= W) {
-            column_panel<T, W, 1, R>(x, a, b + j, c + j);
+            column_panel<Fma, T, W, 1, R>(x, a, b + j, c + j);
             j += W;
         }
-        narrow_panels<T, W / 2, R>(x, a, b, c, j);
+        narrow_panels<Fma, T, W / 2, R>(x, a, b, c, j);
     }
 }
 
@@ -129,31 +140,31 @@ template <class T, int W, int R>
 // before it: those columns are computed twice, by the same operations in the same order, so the
 // second write stores the same bits, and the left-over columns cost no narrower panels. Where C
 // is also read (beta != 0) a column must be written once, and narrower panels take the rest.
-template <class T, int W, int R>
+template <bool Fma, class T, int W, int R>
 [[gnu::always_inline]] inline void panels(const small_gemm_args<T>& x, const T* a, const T* b,
                                           T* c) noexcept {
     std::ptrdiff_t j = 0;
-    for (; j + 2 * W <= x.n; j += 2 * W) column_panel<T, W, 2, R>(x, a, b + j, c + j);
+    for (; j + 2 * W <= x.n; j += 2 * W) column_panel<Fma, T, W, 2, R>(x, a, b + j, c + j);
     const std::ptrdiff_t left = x.n - j;
     if (left == 0) return;
     if (!x.accumulate || x.beta == T{0}) {
         if (left > W)
-            column_panel<T, W, 2, R>(x, a, b + j, c + j, left - W);
+            column_panel<Fma, T, W, 2, R>(x, a, b + j, c + j, left - W);
         else
-            column_panel<T, W, 1, R>(x, a, b + x.n - W, c + x.n - W);
+            column_panel<Fma, T, W, 1, R>(x, a, b + x.n - W, c + x.n - W);
         return;
     }
-    narrow_panels<T, W, R>(x, a, b, c, j);
+    narrow_panels<Fma, T, W, R>(x, a, b, c, j);
 }
 
 // One matrix: vectors of the level's full width, or of the widest power of two that fits n.
-template <class T, int W, int R>
+template <bool Fma, class T, int W, int R>
 [[gnu::always_inline]] inline void one(const small_gemm_args<T>& x, const T* a, const T* b,
                                        T* c) noexcept {
     if constexpr (W > 1) {
-        if (x.n < W) return one<T, W / 2, R>(x, a, b, c);
+        if (x.n < W) return one<Fma, T, W / 2, R>(x, a, b, c);
     }
-    panels<T, W, R>(x, a, b, c);
+    panels<Fma, T, W, R>(x, a, b, c);
 }
 
 // The AVX-512 level: a row of a panel is NV vectors, the last of which (the tail) has the
@@ -1688,7 +1699,7 @@ template <kernel_isa I, class T>
     const T* b = x.b;
     T* c = x.c;
     for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-        one<T, lanes<I, T>, block_rows<I>>(x, a, b, c);
+        one<I == kernel_isa::avx2, T, lanes<I, T>, block_rows<I>>(x, a, b, c);
         // As in small_kernels::batch_loop_one_by_one: no vectorising across matrices.
         asm("" : "+r"(a), "+r"(b), "+r"(c));
     }
