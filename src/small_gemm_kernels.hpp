@@ -47,7 +47,8 @@ inline constexpr int block_rows = I == kernel_isa::avx2 ? 6 : 4;
 // column `second` (L, or less where it overlaps the first to end at the matrix's last column): the
 // accumulators stay in registers over the whole of k, each row of B is loaded once per block,
 // each element of A once per block (any strides: it is broadcast from a scalar load). B's and C's
-// rows are contiguous. Fma: the level has fused multiply-adds (every lane count uses them).
+// rows are contiguous. Fma: the level has fused multiply-adds (the compiler contracts the vectors'
+// multiply-adds into them; one lane's are written fused, below).
 template <bool Fma, class T, int L, int NV, int R>
 [[gnu::always_inline]] inline void block(const small_gemm_args<T>& x, const T* __restrict a,
                                          const T* __restrict b, T* __restrict c,
@@ -68,9 +69,9 @@ template <bool Fma, class T, int L, int NV, int R>
             const T e = a[r * x.a_rs + p * x.a_cs];
 #pragma GCC unroll 4
             for (int v = 0; v < NV; ++v) {
-                // One lane fused by hand: at -O3 GCC versions this loop for B's unit row stride
-                // and vectorises that version's products along k, which it then added unfused
-                // (the other version fused them), so a column's bits followed B's stride.
+                // One lane fused by hand: at -O3, GCC versioned the loop over k for B's unit row
+                // stride and vectorised that version's products along k, adding them unfused,
+                // while the other version fused them, so a column's bits followed B's stride.
                 if constexpr (Fma && L == 1)
                     acc[r][v] = std::fma(e, row[v], acc[r][v]);
                 else
@@ -1133,7 +1134,7 @@ template <class T, int K, int I>
 
 // B's column as the products read it. Where k divides the vector, every vector repeats it alike,
 // and one broadcast load does, where a load and a permute did (measured on Zen 5, a batch: k = 1
-// and float k = 2 1.1-2x faster, k = 4 the same, 4x4x1 double's shuffle fewer included); else the
+// and float k = 2 1.0-2x faster, k = 4 the same, 4x4x1 double's shuffle fewer included); else the
 // column, which each vector permutes its own way.
 template <class T, int K>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> column_of(
@@ -1150,11 +1151,13 @@ template <class T, int K>
         std::memcpy(&pair, b, sizeof(pair));
         return reinterpret_cast<V>(_mm512_set1_pd(pair));
     } else if constexpr (sizeof(T) == 4) {  // the maskz forms, as in load_first
+        static_assert(bytes == 16 || bytes == 32);
         if constexpr (bytes == 16)
             return _mm512_maskz_broadcast_f32x4(0xffff, load<T, 4, false>(b, 0));
         else
             return _mm512_maskz_broadcast_f32x8(0xffff, load<T, 8, false>(b, 0));
     } else {
+        static_assert(bytes == 16 || bytes == 32);
         if constexpr (bytes == 16)
             return _mm512_maskz_broadcast_f64x2(0xff, load<T, 2, false>(b, 0));
         else
@@ -1726,13 +1729,24 @@ template <class T>
 
 }  // namespace masked
 
+// Whether a level has fused multiply-adds (block's Fma): AVX2, and the baseline where the build's
+// own target has them (TESSERA_ARCH=native, or a -march with FMA).
+#if defined(__FMA__)
+inline constexpr bool baseline_has_fma = true;
+#else
+inline constexpr bool baseline_has_fma = false;
+#endif
+template <kernel_isa I>
+inline constexpr bool has_fma = I == kernel_isa::avx2 ||
+                                (I == kernel_isa::baseline && baseline_has_fma);
+
 template <kernel_isa I, class T>
 [[gnu::always_inline]] inline void batch(const small_gemm_args<T>& x) noexcept {
     const T* a = x.a;
     const T* b = x.b;
     T* c = x.c;
     for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-        one<I == kernel_isa::avx2, T, lanes<I, T>, block_rows<I>>(x, a, b, c);
+        one<has_fma<I>, T, lanes<I, T>, block_rows<I>>(x, a, b, c);
         // As in small_kernels::batch_loop_one_by_one: no vectorising across matrices.
         asm("" : "+r"(a), "+r"(b), "+r"(c));
     }
