@@ -537,6 +537,32 @@ inline constexpr auto panel_widths = [] {
 // A's rows must be contiguous; B and C may have any row stride (B is copied to a dense local
 // array where its rows are not dense, and C is written element by element where its rows are
 // not). The order of every sum depends on the shape alone, not on B's or C's strides.
+// N elements at `row` (4 to 32 bytes, a divisor of the vector) repeated along the vector: one
+// broadcast load.
+template <class T, int N>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> broadcast_row(
+    const T* row) noexcept {
+    using V = vec_t<T, width<T>>;
+    constexpr std::size_t bytes = N * sizeof(T);
+    static_assert(bytes == 4 || bytes == 8 || bytes == 16 || bytes == 32);
+    // The maskz forms, as in flat::permute.
+    if constexpr (bytes == 4) {  // one float
+        return _mm512_set1_ps(*row);
+    } else if constexpr (bytes == 8) {
+        double pair;  // two floats or one double, as one double (moves keep any bits)
+        std::memcpy(&pair, row, sizeof(pair));
+        return reinterpret_cast<V>(_mm512_set1_pd(pair));
+    } else if constexpr (sizeof(T) == 4 && N == 4) {
+        return _mm512_maskz_broadcast_f32x4(0xffff, _mm_loadu_ps(row));
+    } else if constexpr (sizeof(T) == 4) {
+        return _mm512_maskz_broadcast_f32x8(0xffff, _mm256_loadu_ps(row));
+    } else if constexpr (N == 2) {
+        return _mm512_maskz_broadcast_f64x2(0xff, _mm_loadu_pd(row));
+    } else {
+        return _mm512_maskz_broadcast_f64x4(0xff, _mm256_loadu_pd(row));
+    }
+}
+
 namespace dot {
 
 // small_kernels::permute2 with this level's target: clang rejects a call that passes 256- or
@@ -1139,30 +1165,10 @@ template <class T, int K, int I>
 template <class T, int K>
 [[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> column_of(
     const T* b) noexcept {
-    constexpr int W = width<T>;
-    using V = vec_t<T, W>;
-    constexpr std::size_t bytes = K * sizeof(T);
-    if constexpr (W % K != 0 || K == W) {
+    if constexpr (width<T> % K != 0 || K == width<T>)
         return load_first<T, K>(b);
-    } else if constexpr (bytes == 4) {
-        return _mm512_set1_ps(*b);
-    } else if constexpr (bytes == 8) {
-        double pair;  // two floats or one double, broadcast as 64 bits (moves keep any bits)
-        std::memcpy(&pair, b, sizeof(pair));
-        return reinterpret_cast<V>(_mm512_set1_pd(pair));
-    } else if constexpr (sizeof(T) == 4) {  // the maskz forms, as in load_first
-        static_assert(bytes == 16 || bytes == 32);
-        if constexpr (bytes == 16)
-            return _mm512_maskz_broadcast_f32x4(0xffff, load<T, 4, false>(b, 0));
-        else
-            return _mm512_maskz_broadcast_f32x8(0xffff, load<T, 8, false>(b, 0));
-    } else {
-        static_assert(bytes == 16 || bytes == 32);
-        if constexpr (bytes == 16)
-            return _mm512_maskz_broadcast_f64x2(0xff, load<T, 2, false>(b, 0));
-        else
-            return _mm512_maskz_broadcast_f64x4(0xff, load<T, 4, false>(b, 0));
-    }
+    else
+        return broadcast_row<T, K>(b);
 }
 
 // The products of A's vector I and B's column (column_of); the last vector's lanes past A zero.
@@ -1497,27 +1503,6 @@ template <class T, int Count>
         v[1] = load_first<T, std::min(Count - W, W)>(from + W);
     else
         v[1] = vec_t<T, W>{};
-}
-
-// B's row (its N elements at `row`) repeated along the vector.
-template <class T, int N>
-[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline vec_t<T, width<T>> broadcast_row(
-    const T* row) noexcept {
-    using V = vec_t<T, width<T>>;
-    // The maskz forms, as in flat::permute.
-    if constexpr (N * sizeof(T) == 8) {  // two floats, as one double
-        double pair;
-        std::memcpy(&pair, row, sizeof(pair));
-        return reinterpret_cast<V>(_mm512_set1_pd(pair));
-    } else if constexpr (sizeof(T) == 4 && N == 4) {
-        return _mm512_maskz_broadcast_f32x4(0xffff, _mm_loadu_ps(row));
-    } else if constexpr (sizeof(T) == 4) {
-        return _mm512_maskz_broadcast_f32x8(0xffff, _mm256_loadu_ps(row));
-    } else if constexpr (N == 2) {
-        return _mm512_maskz_broadcast_f64x2(0xff, _mm_loadu_pd(row));
-    } else {
-        return _mm512_maskz_broadcast_f64x4(0xff, _mm256_loadu_pd(row));
-    }
 }
 
 // One matrix, B's rows dense. Plain: C dense and only written (one store).
