@@ -174,7 +174,12 @@ inline std::string seed_text(std::uint64_t seed) {
 
 inline std::string text(const shape& s) {
     std::string t = "[";
-    for (std::size_t i = 0; i < s.rank(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+    for (std::size_t i = 0; i < s.rank(); ++i) {
+        // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) of
+        // `const char* + std::string` here.
+        if (i) t += ',';
+        t += std::to_string(s[i]);
+    }
     return t + "]";
 }
 
