@@ -1047,8 +1047,9 @@ TEST(BlockedKernelTest, AccessesOfAAndBAndCStayInsideThemAndGiveTheBitsOfMaskedR
 // in the accumulate form, whatever block the row falls in and wherever in it: the kernels cut the
 // rows by m, and a result that followed the cut (say, a compiler fusing alpha s + beta c one way
 // for one row of a block and the other way for the next) would change bits with the shape around
-// the row. Three columns or more: products of one or two columns of four rows or more take the
-// dot-product path, whose sums run across k. (Of these shapes, 5x4x3 float takes the outer
+// the row. Three columns or more, and one column below the AVX-512 level (whose dot products run
+// each row alone): at the AVX-512 level, products of one or two columns of four rows or more take
+// paths of their own whose sums run across k. (Of these shapes, 5x4x3 float takes the outer
 // products, C in one vector, which add each element's k products in the panels' order.)
 template <class T>
 void check_rows_alone(std::mt19937_64& rng) {
@@ -1057,7 +1058,7 @@ void check_rows_alone(std::mt19937_64& rng) {
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
     for (const std::size_t m : {5u, 9u, 13u, 16u, 17u, 25u})
-        for (const std::size_t n : {3u, 5u, 12u, 20u, 28u, 33u, 40u, 56u})
+        for (const std::size_t n : {1u, 3u, 5u, 12u, 20u, 28u, 33u, 40u, 56u})
             for (const std::size_t k : {4u, 17u}) {
                 std::vector<T> a(m * k), b(k * n), c0(m * n);
                 for (T& v : a) v = static_cast<T>(dist(rng));
@@ -1065,6 +1066,7 @@ void check_rows_alone(std::mt19937_64& rng) {
                 for (T& v : c0) v = static_cast<T>(dist(rng));
                 for (unsigned isa = 0; isa <= host; ++isa)
                     for (const bool accumulate : {false, true}) {
+                        if (n == 1 && static_cast<kernel_isa>(isa) == kernel_isa::avx512) continue;
                         const T alpha = accumulate ? T{0.7} : T{1};
                         const T beta = accumulate ? T{-1.3} : T{0};
                         std::vector<T> whole = c0, alone = c0;
@@ -1159,6 +1161,76 @@ TEST(BlockedKernelTest, OneColumnRowsOfTwoAndFourElementsAddTheirProductsPairwis
     std::mt19937_64 rng(seed);
     check_pairwise_row_sums<float>(rng);
     check_pairwise_row_sums<double>(rng);
+}
+
+// White-box: at the AVX2 level, a product of one column whose A has contiguous rows and whose k
+// fills a vector (8 floats, 4 doubles) takes each row's dot product a vector of k at a time, each
+// lane a chain of fused multiply-adds, adds the lanes by halves (lane l gains lane l + W / 2, then
+// l + W / 4, ...), and fuses the elements past the last whole vector into that sum one by one: the
+// same for every row wherever it falls among the blocks of eight rows, and whether B's column is
+// dense or strided (copied). A batch of three written, the same in the accumulate form, both
+// against these sums worked out here.
+template <class T>
+void check_dot_sums_of_avx2(std::mt19937_64& rng) {
+    using tessera::detail::kernel_isa;
+    constexpr std::size_t W = 32 / sizeof(T), count = 3;
+    constexpr T alpha = T(1.5), beta = T(-0.5);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+    for (const std::size_t k : {W, W + 1, 2 * W + 3, std::size_t{64}})
+        for (std::size_t m = 1; m <= 9; ++m)
+            for (const std::size_t b_rs : {1u, 3u}) {
+                std::vector<T> a(count * m * k), b(count * k * b_rs), c(count * m), old(count * m);
+                for (T& e : a) e = static_cast<T>(dist(rng));
+                for (T& e : b) e = static_cast<T>(dist(rng));
+                for (T& e : old) e = static_cast<T>(dist(rng));
+                const auto row_sum = [&](std::size_t q, std::size_t i) {
+                    const T* const row = a.data() + (q * m + i) * k;
+                    const auto column = [&](std::size_t p) { return b[(q * k + p) * b_rs]; };
+                    T lane[W] = {};
+                    std::size_t p = 0;
+                    for (; p + W <= k; p += W)
+                        for (std::size_t l = 0; l < W; ++l)
+                            lane[l] = std::fma(row[p + l], column(p + l), lane[l]);
+                    for (std::size_t half = W / 2; half >= 1; half /= 2)
+                        for (std::size_t l = 0; l < half; ++l) lane[l] = lane[l] + lane[l + half];
+                    T sum = lane[0];
+                    for (; p < k; ++p) sum = std::fma(row[p], column(p), sum);
+                    return sum;
+                };
+                const auto run = [&](bool accumulate) {
+                    tessera::detail::run_small_gemm<T>(
+                        kernel_isa::avx2,
+                        {sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(), sz(b_rs),
+                         sz(k * b_rs), c.data(), 1, sz(m), count, accumulate,
+                         accumulate ? alpha : T{1}, accumulate ? beta : T{0}});
+                };
+                for (const bool accumulate : {false, true}) {
+                    c = old;
+                    run(accumulate);
+                    for (std::size_t q = 0; q < count; ++q)
+                        for (std::size_t i = 0; i < m; ++i) {
+                            volatile T scaled = alpha * row_sum(q, i);  // rounded on its own
+                            const T expected =
+                                accumulate ? std::fma(beta, old[q * m + i], scaled) : row_sum(q, i);
+                            EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
+                                << (accumulate ? "alpha and beta, " : "") << m << "x" << k
+                                << "x1, B's rows " << b_rs << " apart, matrix " << q << " row " << i
+                                << ": " << c[q * m + i] << " against " << expected;
+                        }
+                }
+            }
+}
+
+TEST(BlockedKernelTest, OneColumnAtTheAvx2LevelSumsLanesByHalvesThenTheElementsLeft) {
+    if (tessera::detail::host_kernel_isa() < tessera::detail::kernel_isa::avx2)
+        GTEST_SKIP() << "the AVX2 level's kernels; this CPU runs "
+                     << tessera::detail::matmul_kernel_isa();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    check_dot_sums_of_avx2<float>(rng);
+    check_dot_sums_of_avx2<double>(rng);
 }
 
 TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
