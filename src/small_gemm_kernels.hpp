@@ -121,6 +121,7 @@ template <bool Fma, class T, int L, int NV, int R>
     std::ptrdiff_t i = 0;
     for (; i + R <= x.m; i += R)
         block<Fma, T, L, NV, R>(x, a + i * x.a_rs, b, c + i * x.c_rs, second);
+    if (i == x.m) return;  // (a pointer to row m would lie past A)
     a += i * x.a_rs;
     c += i * x.c_rs;
     with_rows<R - 1>(
@@ -181,7 +182,8 @@ template <bool Fma, class T, int W, int R>
 // elements past the last whole vector multiplied and added one by one. The panels above spend
 // a lane on each row and go one element of k at a time, a chain of k multiply-adds a row. B's
 // column is read in place where its elements are adjacent, else copied to a dense local array
-// first: the same operations either way, so the order of every sum depends on the shape alone.
+// first: the same operations either way, so the order of every sum depends on the shape (and on
+// A's rows being contiguous, as at the AVX-512 level), not on B's stride.
 // (The AVX-512 level has its own, namespace masked::dot.)
 template <class T, int W>
 [[gnu::always_inline]] inline T sum_of_lanes(lanes_t<T, W> v) noexcept {

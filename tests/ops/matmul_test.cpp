@@ -1163,74 +1163,93 @@ TEST(BlockedKernelTest, OneColumnRowsOfTwoAndFourElementsAddTheirProductsPairwis
     check_pairwise_row_sums<double>(rng);
 }
 
-// White-box: at the AVX2 level, a product of one column whose A has contiguous rows and whose k
-// fills a vector (8 floats, 4 doubles) takes each row's dot product a vector of k at a time, each
-// lane a chain of fused multiply-adds, adds the lanes by halves (lane l gains lane l + W / 2, then
-// l + W / 4, ...), and fuses the elements past the last whole vector into that sum one by one: the
-// same for every row wherever it falls among the blocks of eight rows, and whether B's column is
-// dense or strided (copied). A batch of three written, the same in the accumulate form, both
-// against these sums worked out here.
+// White-box: at the AVX2 and baseline levels, a product of one column whose A has contiguous rows
+// and whose k fills a vector (AVX2: 8 floats, 4 doubles; the baseline: 4, 2) takes each row's dot
+// product a vector of k at a time, each lane a chain of multiply-adds, adds the lanes by halves
+// (lane l gains lane l + W / 2, then l + W / 4, ...), and adds the elements past the last whole
+// vector to that sum one by one: the same for every row wherever it falls among the blocks of
+// eight rows, and whether B's column is dense, strided (copied) or shared by the batch (copied
+// once). The multiply-adds are fused where the level has FMA (AVX2; the baseline where the build's
+// target has it), else each product is rounded before it is added. A batch of three written, the
+// same in the accumulate form, both against these sums worked out here.
 template <class T>
-void check_dot_sums_of_avx2(std::mt19937_64& rng) {
+void check_dot_sums(std::mt19937_64& rng, tessera::detail::kernel_isa isa) {
     using tessera::detail::kernel_isa;
-    constexpr std::size_t W = 32 / sizeof(T), count = 3;
+    const std::size_t W = (isa == kernel_isa::avx2 ? 32 : 16) / sizeof(T), count = 3;
+#if defined(__FMA__)
+    const bool fused = true;
+#else
+    const bool fused = isa == kernel_isa::avx2;
+#endif
     constexpr T alpha = T(1.5), beta = T(-0.5);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     const auto sz = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+    const auto multiply_add = [fused](T x, T y, T sum) {
+        if (fused) return std::fma(x, y, sum);
+        volatile T product = x * y;  // rounded on its own
+        return T(sum + product);
+    };
     for (const std::size_t k : {W, W + 1, 2 * W + 3, std::size_t{64}})
         for (std::size_t m = 1; m <= 9; ++m)
-            for (const std::size_t b_rs : {1u, 3u}) {
-                std::vector<T> a(count * m * k), b(count * k * b_rs), c(count * m), old(count * m);
-                for (T& e : a) e = static_cast<T>(dist(rng));
-                for (T& e : b) e = static_cast<T>(dist(rng));
-                for (T& e : old) e = static_cast<T>(dist(rng));
-                const auto row_sum = [&](std::size_t q, std::size_t i) {
-                    const T* const row = a.data() + (q * m + i) * k;
-                    const auto column = [&](std::size_t p) { return b[(q * k + p) * b_rs]; };
-                    T lane[W] = {};
-                    std::size_t p = 0;
-                    for (; p + W <= k; p += W)
-                        for (std::size_t l = 0; l < W; ++l)
-                            lane[l] = std::fma(row[p + l], column(p + l), lane[l]);
-                    for (std::size_t half = W / 2; half >= 1; half /= 2)
-                        for (std::size_t l = 0; l < half; ++l) lane[l] = lane[l] + lane[l + half];
-                    T sum = lane[0];
-                    for (; p < k; ++p) sum = std::fma(row[p], column(p), sum);
-                    return sum;
-                };
-                const auto run = [&](bool accumulate) {
-                    tessera::detail::run_small_gemm<T>(
-                        kernel_isa::avx2,
-                        {sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(), sz(b_rs),
-                         sz(k * b_rs), c.data(), 1, sz(m), count, accumulate,
-                         accumulate ? alpha : T{1}, accumulate ? beta : T{0}});
-                };
-                for (const bool accumulate : {false, true}) {
-                    c = old;
-                    run(accumulate);
-                    for (std::size_t q = 0; q < count; ++q)
-                        for (std::size_t i = 0; i < m; ++i) {
-                            volatile T scaled = alpha * row_sum(q, i);  // rounded on its own
-                            const T expected =
-                                accumulate ? std::fma(beta, old[q * m + i], scaled) : row_sum(q, i);
-                            EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
-                                << (accumulate ? "alpha and beta, " : "") << m << "x" << k
-                                << "x1, B's rows " << b_rs << " apart, matrix " << q << " row " << i
-                                << ": " << c[q * m + i] << " against " << expected;
-                        }
+            for (const std::size_t b_rs : {1u, 3u})
+                for (const bool shared : {false, true}) {
+                    const std::size_t sb = shared ? 0 : k * b_rs;
+                    std::vector<T> a(count * m * k), b(count * k * b_rs), c(count * m),
+                        old(count * m);
+                    for (T& e : a) e = static_cast<T>(dist(rng));
+                    for (T& e : b) e = static_cast<T>(dist(rng));
+                    for (T& e : old) e = static_cast<T>(dist(rng));
+                    const auto row_sum = [&](std::size_t q, std::size_t i) {
+                        const T* const row = a.data() + (q * m + i) * k;
+                        const auto column = [&](std::size_t p) { return b[q * sb + p * b_rs]; };
+                        std::vector<T> lane(W, T{0});
+                        std::size_t p = 0;
+                        for (; p + W <= k; p += W)
+                            for (std::size_t l = 0; l < W; ++l)
+                                lane[l] = multiply_add(row[p + l], column(p + l), lane[l]);
+                        for (std::size_t half = W / 2; half >= 1; half /= 2)
+                            for (std::size_t l = 0; l < half; ++l)
+                                lane[l] = lane[l] + lane[l + half];
+                        T sum = lane[0];
+                        for (; p < k; ++p) sum = multiply_add(row[p], column(p), sum);
+                        return sum;
+                    };
+                    const auto run = [&](bool accumulate) {
+                        tessera::detail::run_small_gemm<T>(
+                            isa, {sz(m), 1, sz(k), a.data(), sz(k), 1, sz(m * k), b.data(),
+                                  sz(b_rs), sz(sb), c.data(), 1, sz(m), count, accumulate,
+                                  accumulate ? alpha : T{1}, accumulate ? beta : T{0}});
+                    };
+                    for (const bool accumulate : {false, true}) {
+                        c = old;
+                        run(accumulate);
+                        for (std::size_t q = 0; q < count; ++q)
+                            for (std::size_t i = 0; i < m; ++i) {
+                                volatile T scaled = alpha * row_sum(q, i);  // rounded on its own
+                                const T expected = !accumulate ? row_sum(q, i)
+                                                   : fused ? std::fma(beta, old[q * m + i], scaled)
+                                                           : T(scaled + T(beta * old[q * m + i]));
+                                EXPECT_EQ(std::memcmp(&c[q * m + i], &expected, sizeof(T)), 0)
+                                    << tessera::detail::kernel_isa_name(isa) << " "
+                                    << (accumulate ? "alpha and beta, " : "") << m << "x" << k
+                                    << "x1, B's rows " << b_rs << " apart"
+                                    << (shared ? ", shared" : "") << ", matrix " << q << " row "
+                                    << i << ": " << c[q * m + i] << " against " << expected;
+                            }
+                    }
                 }
-            }
 }
 
-TEST(BlockedKernelTest, OneColumnAtTheAvx2LevelSumsLanesByHalvesThenTheElementsLeft) {
-    if (tessera::detail::host_kernel_isa() < tessera::detail::kernel_isa::avx2)
-        GTEST_SKIP() << "the AVX2 level's kernels; this CPU runs "
-                     << tessera::detail::matmul_kernel_isa();
+TEST(BlockedKernelTest, OneColumnBelowAvx512SumsLanesByHalvesThenTheElementsLeft) {
+    using tessera::detail::kernel_isa;
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
-    check_dot_sums_of_avx2<float>(rng);
-    check_dot_sums_of_avx2<double>(rng);
+    for (const kernel_isa isa : {kernel_isa::baseline, kernel_isa::avx2}) {
+        if (isa > tessera::detail::host_kernel_isa()) continue;
+        check_dot_sums<float>(rng, isa);
+        check_dot_sums<double>(rng, isa);
+    }
 }
 
 TEST(BatchedMatmulKernelTest, ReportsTheVariantTheCpuSupports) {
