@@ -198,6 +198,27 @@ template <class T, int W>
     }
 }
 
+// x y + z for vectors of 16 or 32 bytes, rounded once, at every optimisation level, where the
+// level has FMA: GCC contracts a multiply and an add only from -O2 (so the sanitizer builds, at
+// -O1, would round the products on their own), clang at every level. (The builtins are those
+// behind _mm256_fmadd_ps and its kin, which a function without the FMA target may not inline.)
+template <class V>
+[[gnu::always_inline]] inline V fused_multiply_add(V x, V y, V z) noexcept {
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+    constexpr bool single = sizeof(x[0]) == 4;
+    if constexpr (sizeof(V) == 32 && single)
+        return __builtin_ia32_vfmaddps256(x, y, z);
+    else if constexpr (sizeof(V) == 32)
+        return __builtin_ia32_vfmaddpd256(x, y, z);
+    else if constexpr (single)
+        return __builtin_ia32_vfmaddps(x, y, z);
+    else
+        return __builtin_ia32_vfmaddpd(x, y, z);
+#else
+    return x * y + z;  // contracted (-ffp-contract=on)
+#endif
+}
+
 // The dot products of R rows of A (from `a`, rs apart) with the column b: sums[r]. Each row's
 // operations do not depend on R (which only interleaves the rows' chains).
 template <bool Fma, class T, int W, int R>
@@ -215,7 +236,10 @@ template <bool Fma, class T, int W, int R>
         for (int r = 0; r < R; ++r) {
             V row;
             std::memcpy(&row, a + r * rs + p, sizeof(V));
-            acc[r] += row * column;  // fused where the level has FMA, as the panels' vectors
+            if constexpr (Fma)
+                acc[r] = fused_multiply_add(row, column, acc[r]);
+            else
+                acc[r] += row * column;
         }
     }
 #pragma GCC unroll 8
