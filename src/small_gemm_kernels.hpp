@@ -204,6 +204,7 @@ template <class T, int W>
 // behind _mm256_fmadd_ps and its kin, which a function without the FMA target may not inline.)
 template <class V>
 [[gnu::always_inline]] inline V fused_multiply_add(V x, V y, V z) noexcept {
+    static_assert(sizeof(V) == 16 || sizeof(V) == 32);
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
     constexpr bool single = sizeof(x[0]) == 4;
     if constexpr (sizeof(V) == 32 && single)
@@ -215,7 +216,7 @@ template <class V>
     else
         return __builtin_ia32_vfmaddpd(x, y, z);
 #else
-    return x * y + z;  // contracted (-ffp-contract=on)
+    return x * y + z;  // contracted: clang's default -ffp-contract=on (a build with =off is not)
 #endif
 }
 
