@@ -266,6 +266,14 @@ constexpr bool dots_pay(const small_gemm_args<T>& x) noexcept {
     return x.n == 1 && x.a_cs == 1 && x.k >= W;
 }
 
+// B's k rows of N columns into `dense`.
+template <class T, int N>
+[[gnu::always_inline]] inline void copy_b(const small_gemm_args<T>& x, const T* b,
+                                          T* dense) noexcept {
+    for (std::ptrdiff_t q = 0; q < x.k; ++q)
+        for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
+}
+
 // Every matrix of the batch by dot products, B's column copied where it is not dense (once where
 // the batch shares it).
 template <bool Fma, class T, int W>
@@ -277,8 +285,7 @@ template <bool Fma, class T, int W>
     const T* b = x.b;
     T* c = x.c;
     for (std::size_t i = 0; i < x.count; ++i, a += x.sa, b += x.sb, c += x.sc) {
-        if (copy && (i == 0 || x.sb != 0))
-            for (std::ptrdiff_t p = 0; p < x.k; ++p) dense[p] = b[p * x.b_rs];
+        if (copy && (i == 0 || x.sb != 0)) copy_b<T, 1>(x, b, dense);
         const T* const column = copy ? dense : b;
         const auto rows = [&]<int R>(std::ptrdiff_t first) __attribute__((always_inline)) {
             T sums[R];
@@ -893,14 +900,6 @@ template <class T, int L, int N, bool One, bool Plain>
     std::ptrdiff_t g = 0;
     for (; g + 1 < p.blocks; ++g) block<T, L, N, One, Plain>(x, p, a, b, c, g * R, p.rows, all);
     block<T, L, N, One, Plain>(x, p, a, b, c, g * R, p.last_rows, p.stored);
-}
-
-// B's k rows of N columns into `dense`.
-template <class T, int N>
-[[gnu::always_inline]] inline void copy_b(const small_gemm_args<T>& x, const T* b,
-                                          T* dense) noexcept {
-    for (std::ptrdiff_t q = 0; q < x.k; ++q)
-        for (int j = 0; j < N; ++j) dense[q * N + j] = b[q * x.b_rs + j];
 }
 
 // one(a, b, c) for every matrix of the batch (Single: for the one matrix, without the batch loop),
